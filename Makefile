@@ -1,0 +1,27 @@
+# Two commands: `make run` (the demo / main job, offline) and `make test`. Both set everything up.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup run test lab clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -e .
+	$(PY) -m ipykernel install --sys-prefix --name rvq-spec --display-name "rvq-spec (.venv)" > /dev/null
+	touch $(STAMP)
+
+run: setup
+	$(PY) -m helpers.demo
+
+test: setup
+	$(PY) -m pytest -q
+
+lab: setup
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+clean:
+	rm -rf $(VENV) .pytest_cache
