@@ -1,0 +1,30 @@
+"""Shared fixtures: tiny official talkers in two differently shaped configs."""
+
+import pytest
+import torch
+
+from helpers.code_predictor import CodePredictor
+from helpers.tiny import TinyTalkerSpec, build_tiny_talker
+
+# Two shapes required by the foundation issue: 2 layers / hidden 64 / vocab 64 (MHA) and
+# 3 layers / hidden 96 / GQA 3:1 / vocab 100 with a talker of another width (projection in play).
+SPECS = {
+    "h64": TinyTalkerSpec(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=4, head_dim=16,
+                          vocab_size=64, talker_hidden_size=64, logit_scale=10.0),
+    "h96gqa": TinyTalkerSpec(hidden_size=96, num_layers=3, num_heads=6, num_kv_heads=2, head_dim=16,
+                             vocab_size=100, talker_hidden_size=48, logit_scale=10.0),
+}
+
+
+@pytest.fixture(scope="session", params=list(SPECS))
+def tiny(request):
+    """(spec, talker, predictor) in float64 on CPU."""
+    spec = SPECS[request.param]
+    talker = build_tiny_talker(spec, seed=1, dtype=torch.float64)
+    return spec, talker, CodePredictor.from_talker(talker)
+
+
+def frame_inputs(spec, n, seed, dtype=torch.float64):
+    from helpers.tiny import random_frame_inputs
+    return random_frame_inputs(spec.talker_hidden_size, spec.talker_vocab_size, n,
+                               torch.Generator().manual_seed(seed), dtype)

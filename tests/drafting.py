@@ -1,0 +1,55 @@
+"""Test drafters and trees used by several test files."""
+
+import torch
+
+from helpers.calibration import greedy_tree
+from helpers.drafters import Drafter, MedusaHeads, PositionOffsets, ReusedHeads
+from helpers.tree import SparseTree
+
+# A made-up acceptance table (decreasing with rank and depth) to grow sparse trees of any size.
+TABLE = torch.tensor([[0.50, 0.20, 0.10, 0.06, 0.04, 0.02],
+                      [0.40, 0.15, 0.08, 0.05, 0.03, 0.02],
+                      [0.30, 0.12, 0.06, 0.04, 0.02, 0.01]], dtype=torch.float64)
+
+TREES = {
+    "chain": SparseTree.chain(3),
+    "full2": SparseTree.full(2, 3),
+    **{f"sparse{n}": greedy_tree(TABLE, n) for n in (1, 4, 16, 32)},
+}
+
+
+class OracleDrafter(Drafter):
+    """Knows the frame's codes (set `codes` [15] = c1..c15 before decoding) and ranks the true code at
+    `rank(t, j)` among otherwise random candidates; rank None leaves it out. Exercises every walk branch."""
+
+    kind = "oracle"
+
+    def __init__(self, predictor, depth=3, rank=lambda t, j: 0, seed=0):
+        super().__init__(predictor, depth)
+        self.rank, self.codes, self.vocab = rank, None, predictor.vocab_size
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def draft_logits(self, h, t, depth=None):
+        depth = self.depth if depth is None else depth
+        logits = torch.rand(h.shape[0], depth, self.vocab, generator=self.gen, dtype=torch.float64)
+        for j in range(1, depth + 1):
+            true = int(self.codes[t + j - 1])
+            logits[:, j - 1, true] = -1.0                              # out of the top ranks
+            r = self.rank(t, j)
+            if r is not None:
+                order = logits[0, j - 1].argsort(descending=True)
+                logits[:, j - 1, true] = logits[0, j - 1, order[r]] + 1e-9 if r == 0 else \
+                    (logits[0, j - 1, order[r - 1]] + logits[0, j - 1, order[r]]) / 2
+        return logits.to(h.dtype)
+
+
+def random_drafters(predictor, seed=0):
+    """Reused heads, random offsets and random Medusa heads (untrained but not trivial)."""
+    gen = torch.Generator().manual_seed(seed)
+    offsets = PositionOffsets(predictor, offsets=torch.randn(3, predictor.hidden_size, generator=gen,
+                                                            dtype=torch.float64).to(predictor.dtype))
+    medusa = MedusaHeads(predictor)
+    with torch.no_grad():
+        medusa.heads.add_(0.5 * medusa.heads.std() * torch.randn(medusa.heads.shape, generator=gen,
+                                                                 dtype=torch.float64).to(predictor.dtype))
+    return {"reused": ReusedHeads(predictor), "offsets": offsets, "medusa": medusa}
