@@ -1,0 +1,45 @@
+"""Counting calls: AR is 1.00 tokens/step; an always-right K=3 drafter costs exactly 5 calls per frame."""
+
+import pytest
+import torch
+
+from conftest import frame_inputs
+from drafting import TREES, OracleDrafter
+from helpers.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.sampling import SamplerConfig, frame_uniforms
+
+
+def test_ar_is_one_token_per_step(tiny):
+    spec, _, cp = tiny
+    g, c0 = frame_inputs(spec, 5, seed=0)
+    result = decode_frame_ar(cp, g, c0, SamplerConfig(), frame_uniforms(torch.Generator(), batch=5))
+    assert result.calls == 15 and result.tokens_per_step == 1.0 and result.codes.shape == (5, 15)
+
+
+@pytest.mark.parametrize("tree", ["chain", "full2", "sparse16"])
+def test_always_right_drafter_costs_five_calls(tiny, tree):
+    spec, _, cp = tiny
+    sampler = SamplerConfig()
+    drafter = OracleDrafter(cp, rank=lambda t, j: 0)
+    decoder = SpeculativeDecoder(cp, drafter, TREES[tree], sampler)
+    g, c0 = frame_inputs(spec, 20, seed=1)
+    u = frame_uniforms(torch.Generator().manual_seed(1), batch=20)
+    ar = decode_frame_ar(cp, g, c0, sampler, u).codes
+    for i in range(20):
+        drafter.codes = ar[i]
+        result = decoder.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1])
+        # prefill (c1), then rounds of 3 accepted + 1 sampled: c2-c5, c6-c9, c10-c13, c14-c15
+        assert result.calls == 5 and result.tokens_per_step == 3.0
+        assert result.accepted == [3, 3, 3, 1]
+        assert 1 + sum(a + 1 for a in result.accepted) == 15 and len(result.accepted) + 1 == result.calls
+
+
+def test_never_right_drafter_degrades_to_ar(tiny):
+    spec, _, cp = tiny
+    drafter = OracleDrafter(cp, rank=lambda t, j: None)
+    decoder = SpeculativeDecoder(cp, drafter, TREES["full2"], SamplerConfig(top_k=1))
+    g, c0 = frame_inputs(spec, 1, seed=2)
+    u = frame_uniforms(torch.Generator(), batch=1)
+    drafter.codes = decode_frame_ar(cp, g, c0, SamplerConfig(top_k=1), u).codes[0]
+    result = decoder.decode_frame(g, c0, u)
+    assert result.calls == 15 and result.accepted == [0] * 14
