@@ -10,6 +10,7 @@ a tree).
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass, field
 
 import torch
 
@@ -32,6 +33,52 @@ def acceptance_table(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, wid
         hits[:depth] += match.sum(0).double().cpu()
         trials[:depth] += h.shape[0]
     return hits / trials.clamp(min=1)[:, None]
+
+
+@dataclass
+class DecodingStats:
+    """Acceptance statistics collected while decoding (speculative `FrameResult`s).
+
+    calls, frames: totals; accepted_hist[n]: rounds that accepted n drafts;
+    hits[d-1][r] / trials[d-1]: how often the code d positions after a round's root was the rank-r draft.
+    """
+
+    depth: int
+    width: int
+    frames: int = 0
+    calls: int = 0
+    accepted_hist: list[int] = field(default_factory=list)
+    hits: torch.Tensor = None
+    trials: torch.Tensor = None
+
+    def __post_init__(self):
+        self.accepted_hist = [0] * (self.depth + 1)
+        self.hits = torch.zeros(self.depth, self.width, dtype=torch.float64)
+        self.trials = torch.zeros(self.depth, dtype=torch.float64)
+
+    def add(self, result) -> None:
+        """Record one frame (a `FrameResult` of the speculative decoder, batch 1)."""
+        codes = result.codes[0].tolist()                       # c1..c15 -> codes[i - 1]
+        self.frames += 1
+        self.calls += result.calls
+        for n in result.accepted:
+            self.accepted_hist[n] += 1
+        for t, cand in result.drafts:
+            cand = cand.tolist()
+            for d, row in enumerate(cand[:self.depth], start=1):
+                self.trials[d - 1] += 1
+                r = row.index(codes[t + d - 1]) if codes[t + d - 1] in row else None
+                if r is not None and r < self.width:
+                    self.hits[d - 1, r] += 1
+
+    @property
+    def tokens_per_step(self) -> float:
+        return 15 * self.frames / max(self.calls, 1)
+
+    @property
+    def table(self) -> torch.Tensor:
+        """a [depth, width] as observed while decoding (ranks beyond the tree's width are not seen)."""
+        return self.hits / self.trials.clamp(min=1)[:, None]
 
 
 def _check_table(a: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,7 @@ Used by tests, the demo and docs: same classes as the real checkpoint, small eno
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSTalkerConfig
@@ -77,10 +77,6 @@ def build_tiny_talker(spec: TinyTalkerSpec = TinyTalkerSpec(), seed: int = 0,
             for i, table in enumerate(talker.code_predictor.model.codec_embedding, start=1):
                 table.weight.add_(i * m)
     return talker.to(dtype)
-
-
-def spec_as_dict(spec: TinyTalkerSpec) -> dict:
-    return asdict(spec)
 
 
 def random_frame_inputs(talker_hidden_size: int, talker_vocab_size: int, n: int, generator: torch.Generator,
