@@ -45,18 +45,23 @@ def test_never_right_drafter_degrades_to_ar(tiny):
     assert result.calls == 15 and result.accepted == [0] * 14
 
 
-def test_decoding_stats_add_up_to_the_calls(tiny):
+def _decode_with_stats(tiny, rank, frames, seed):
     from helpers.calibration import DecodingStats
     spec, _, cp = tiny
-    drafter = OracleDrafter(cp, rank=lambda t, j: [0, 1, None][(t + j) % 3])
+    drafter = OracleDrafter(cp, rank=rank)
     decoder = SpeculativeDecoder(cp, drafter, TREES["full2"], SamplerConfig())
-    g, c0 = frame_inputs(spec, 30, seed=3)
-    u = frame_uniforms(torch.Generator().manual_seed(3), batch=30)
+    g, c0 = frame_inputs(spec, frames, seed=seed)
+    u = frame_uniforms(torch.Generator().manual_seed(seed), batch=frames)
     ar = decode_frame_ar(cp, g, c0, SamplerConfig(), u).codes
     stats = DecodingStats(depth=3, width=2)
-    for i in range(30):
+    for i in range(frames):
         drafter.codes = ar[i]
         stats.add(decoder.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]))
+    return stats
+
+
+def test_decoding_stats_add_up_to_the_calls(tiny):
+    stats = _decode_with_stats(tiny, lambda t, j: [0, 1, None][(t + j) % 3], frames=30, seed=3)
     rounds = sum(stats.accepted_hist)
     assert rounds + stats.frames == stats.calls                          # prefill + one call per round
     assert sum(n * k for n, k in enumerate(stats.accepted_hist)) + stats.calls == 15 * stats.frames
@@ -65,16 +70,6 @@ def test_decoding_stats_add_up_to_the_calls(tiny):
 
 
 def test_decoding_stats_see_an_always_right_drafter(tiny):
-    from helpers.calibration import DecodingStats
-    spec, _, cp = tiny
-    drafter = OracleDrafter(cp, rank=lambda t, j: 0)
-    decoder = SpeculativeDecoder(cp, drafter, TREES["full2"], SamplerConfig())
-    g, c0 = frame_inputs(spec, 5, seed=4)
-    u = frame_uniforms(torch.Generator().manual_seed(4), batch=5)
-    ar = decode_frame_ar(cp, g, c0, SamplerConfig(), u).codes
-    stats = DecodingStats(depth=3, width=2)
-    for i in range(5):
-        drafter.codes = ar[i]
-        stats.add(decoder.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]))
+    stats = _decode_with_stats(tiny, lambda t, j: 0, frames=5, seed=4)
     assert stats.table[:, 0].tolist() == [1.0, 1.0, 1.0] and stats.table[:, 1].tolist() == [0.0, 0.0, 0.0]
     assert stats.accepted_hist == [0, 5, 0, 15] and stats.tokens_per_step == 3.0
