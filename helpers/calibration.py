@@ -39,17 +39,18 @@ def acceptance_table(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, wid
 class DecodingStats:
     """Acceptance statistics collected while decoding (speculative `FrameResult`s).
 
-    calls, frames: totals; accepted_hist[n]: rounds that accepted n drafts;
+    frames, tokens, calls: totals; accepted_hist[n]: rounds that accepted n drafts;
     hits[d-1][r] / trials[d-1]: how often the code d positions after a round's root was the rank-r draft.
     """
 
     depth: int
     width: int
-    frames: int = 0
-    calls: int = 0
-    accepted_hist: list[int] = field(default_factory=list)
-    hits: torch.Tensor = None
-    trials: torch.Tensor = None
+    frames: int = field(default=0, init=False)
+    tokens: int = field(default=0, init=False)
+    calls: int = field(default=0, init=False)
+    accepted_hist: list[int] = field(init=False)
+    hits: torch.Tensor = field(init=False)
+    trials: torch.Tensor = field(init=False)
 
     def __post_init__(self):
         self.accepted_hist = [0] * (self.depth + 1)
@@ -60,6 +61,7 @@ class DecodingStats:
         """Record one frame (a `FrameResult` of the speculative decoder, batch 1)."""
         codes = result.codes[0].tolist()                       # c1..c15 -> codes[i - 1]
         self.frames += 1
+        self.tokens += len(codes)
         self.calls += result.calls
         for n in result.accepted:
             self.accepted_hist[n] += 1
@@ -73,7 +75,7 @@ class DecodingStats:
 
     @property
     def tokens_per_step(self) -> float:
-        return 15 * self.frames / max(self.calls, 1)
+        return self.tokens / max(self.calls, 1)
 
     @property
     def table(self) -> torch.Tensor:
