@@ -1,0 +1,84 @@
+"""The official generate with our inner loop: teacher forcing reproduces its hidden states, and the
+AR and speculative inner loops give the same codes for the same seeds over whole utterances."""
+
+import pytest
+import torch
+
+from drafting import TREES, random_drafters
+from helpers.code_predictor import CodePredictor
+from helpers.decoding import SpeculativeDecoder
+from helpers.inner_loop import InnerLoop
+from helpers.mini.model import MiniModelSpec, TextVocab, build_mini_model
+from helpers.sampling import SamplerConfig
+from helpers.talker_inputs import talker_prompt, teacher_forced_inputs
+
+VOCAB = TextVocab(list("abcdefgh"))
+SPEC = MiniModelSpec(codec_size=48, talker_hidden=48, talker_layers=2, predictor_hidden=64, predictor_layers=2,
+                     num_heads=4, num_kv_heads=2, text_hidden=16)
+
+
+@pytest.fixture(scope="module")
+def model():
+    m = build_mini_model(SPEC, VOCAB, ["anna", "bert"], seed=3).double()
+    with torch.no_grad():                                       # peaked targets so that drafts get accepted
+        for head in m.talker.code_predictor.lm_head:
+            head.weight.mul_(20.0)
+    return m
+
+
+def synthesize(model, loop_decoder, seed, text="abcabd", non_streaming=False, frames=10):
+    torch.manual_seed(seed)
+    with InnerLoop(model.talker, loop_decoder, seed=seed) as loop:
+        codes, hidden = model.generate(input_ids=[VOCAB.chat_ids(list(text))], languages=["german"],
+                                       speakers=["bert"], non_streaming_mode=non_streaming, max_new_tokens=frames)
+    return codes[0], hidden[0], loop
+
+
+@pytest.mark.parametrize("non_streaming", [False, True])
+def test_teacher_forcing_reproduces_generate(model, non_streaming):
+    codes, hidden, _ = synthesize(model, "ar", seed=1, non_streaming=non_streaming)
+    prompt = talker_prompt(model, VOCAB.chat_ids(list("abcabd")), "german", "bert", non_streaming)
+    x, labels = teacher_forced_inputs(model, prompt, codes)
+    out = model.talker(inputs_embeds=x, attention_mask=torch.ones(1, x.shape[1], dtype=torch.long),
+                       output_hidden_states=True)
+    start = prompt.prefix.shape[1] - 1
+    g = out.hidden_states[0][-1][0, start:start + codes.shape[0]]
+    assert codes.shape[0] >= 2
+    assert torch.allclose(g, hidden, rtol=0, atol=1e-10)
+    assert labels[-1] == model.config.talker_config.codec_eos_token_id
+
+
+@pytest.mark.parametrize("tree", ["chain", "sparse16"])
+def test_speculative_inner_loop_equals_ar_over_utterances(model, tree):
+    predictor = CodePredictor.from_talker(model.talker)
+    decoder = SpeculativeDecoder(predictor, random_drafters(predictor)["offsets"], TREES[tree], SamplerConfig())
+    frames = calls = 0
+    for seed in range(3):
+        ar_codes, _, ar_loop = synthesize(model, "ar", seed)
+        spec_codes, _, spec_loop = synthesize(model, decoder, seed)
+        assert torch.equal(ar_codes, spec_codes)
+        assert ar_loop.calls == [15] * len(ar_loop.calls)
+        frames, calls = frames + len(spec_loop.calls), calls + sum(spec_loop.calls)
+    assert calls < 15 * frames                                    # drafts were accepted somewhere
+
+
+def test_switch_restores_the_stock_generate(model):
+    cp = model.talker.code_predictor
+    stock = cp.generate
+    with InnerLoop(model.talker, "ar") as loop:
+        assert cp.generate == loop.generate
+    assert "generate" not in vars(cp) and cp.generate == stock
+
+
+def test_clear_errors(model):
+    ids = VOCAB.chat_ids(list("ab"))
+    with pytest.raises(ValueError, match="unknown language 'klingon'.*english"):
+        talker_prompt(model, ids, "klingon", "anna")
+    with pytest.raises(ValueError, match="unknown speaker 'zoe'.*anna, bert"):
+        talker_prompt(model, ids, "english", "zoe")
+    with pytest.raises(ValueError, match="empty text"):
+        VOCAB.chat_ids([])
+    with pytest.raises(ValueError, match="outside the miniature's text vocabulary"):
+        VOCAB.chat_ids(list("xyz"))
+    with pytest.raises(ValueError, match="'ar' or a SpeculativeDecoder"):
+        InnerLoop(model.talker, "greedy")
