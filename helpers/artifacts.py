@@ -1,0 +1,78 @@
+"""Safe artifacts: atomic writes, safetensors and JSON only, and a cache keyed by the parameters.
+
+A reader never sees a half-written file: everything is written under a temporary name in the same
+folder and renamed. A cached step is a folder `<root>/<name>-<key>/` where `key` hashes the
+parameters that made it; it is built in a temporary folder and renamed when complete, so an
+interrupted build leaves nothing that looks finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from safetensors.torch import load_file, save_file
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """Call write(tmp_path), then rename tmp_path to path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def save_json(path, obj: Any) -> Path:
+    return atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"))
+
+
+def load_json(path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def save_tensors(path, tensors: dict[str, torch.Tensor]) -> Path:
+    return atomic_write(path, lambda p: save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()},
+                                                  str(p)))
+
+
+def load_tensors(path) -> dict[str, torch.Tensor]:
+    return load_file(str(path))
+
+
+def params_key(params: Any) -> str:
+    """Short stable hash of JSON-serialisable parameters."""
+    text = json.dumps(params, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def cached_step(root, name: str, params: Any, build: Callable[[Path], None], log: Callable[[str], None] = print) -> Path:
+    """The folder `<root>/<name>-<key(params)>`, built by build(tmp_folder) unless it already exists."""
+    final = Path(root) / f"{name}-{params_key(params)}"
+    if (final / "params.json").exists():
+        log(f"{name}: cached ({final})")
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    try:
+        build(tmp)
+        save_json(tmp / "params.json", params)
+        if final.exists():                                          # an incomplete leftover
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return final

@@ -1,0 +1,43 @@
+"""The ideal drafter's ceiling equals the brute-force marginal; target sharpness is well formed."""
+
+import torch
+
+from conftest import frame_inputs
+from helpers.ceiling import _marginals, drafter_ceiling, target_sharpness
+from helpers.sampling import SamplerConfig, target_probs
+
+SAMPLER = SamplerConfig(top_k=50, temperature=0.9)
+
+
+def test_depth1_marginal_equals_brute_force(tiny):
+    spec, talker, predictor = tiny
+    g, c0 = frame_inputs(spec, 1, seed=4)
+    codes = torch.cat((c0, torch.randint(0, spec.vocab_size, (15,), generator=torch.Generator().manual_seed(0))))
+    t, v = 5, spec.vocab_size
+    marginal = _marginals(predictor, g, codes, t, depth=1, width=min(v, 64), sampler=SAMPLER)[0]
+    h = predictor.teacher_forced_hidden(g, codes[None])
+    p_t = target_probs(predictor.logits(h[:, t - 1:t], [t])[0, 0], SAMPLER).double()
+    variants = codes.repeat(v, 1)
+    variants[:, t] = torch.arange(v)
+    hv = predictor.teacher_forced_hidden(g.expand(v, -1), variants)
+    p_next = target_probs(predictor.logits(hv[:, t:t + 1], [t + 1])[:, 0], SAMPLER).double()     # [V, V]
+    brute = (p_t[:, None] * p_next).sum(0)
+    covered = p_t.topk(min(v, 64)).values.sum()
+    assert torch.allclose(marginal.sum(), covered, atol=1e-9)
+    if v <= 64:
+        assert torch.allclose(marginal, brute, atol=1e-9)
+
+
+def test_ceiling_and_sharpness_shapes(tiny):
+    spec, talker, predictor = tiny
+    g, c0 = frame_inputs(spec, 2, seed=5)
+    codes = torch.cat((c0[:, None], torch.randint(0, spec.vocab_size, (2, 15),
+                                                  generator=torch.Generator().manual_seed(1))), dim=1)
+    ceiling = drafter_ceiling(predictor, g, codes, SAMPLER, depth=3, width=3, m=4)
+    assert ceiling.shape == (3, 4)
+    assert bool((ceiling.cumsum(-1) <= 1 + 1e-9).all()) and bool((ceiling[:, 1:] <= ceiling[:, :-1] + 1e-12).all())
+    entropy, top = target_sharpness(predictor, predictor.teacher_forced_hidden(g, codes), SAMPLER)
+    assert entropy.shape == top.shape == (15,)
+    assert bool((entropy >= 0).all()) and bool(((top > 0) & (top <= 1)).all())
+    cold = target_sharpness(predictor, predictor.teacher_forced_hidden(g, codes), SamplerConfig(temperature=0.01))
+    assert bool((cold[1] > top).all()) and bool((cold[0] < entropy).all())
