@@ -16,7 +16,6 @@ import torch
 
 from .code_predictor import CodePredictor
 from .sampling import SamplerConfig, target_probs
-from .tree import SparseTree
 
 
 @torch.no_grad()
@@ -29,64 +28,56 @@ def target_sharpness(predictor: CodePredictor, h: torch.Tensor, sampler: Sampler
 
 @torch.no_grad()
 def _marginals(predictor: CodePredictor, g: torch.Tensor, codes: torch.Tensor, t: int, depth: int, width: int,
-               sampler: SamplerConfig) -> list[torch.Tensor]:
-    """Marginals of c_{t+1..t+depth} given [g, c0..c_{t-1}] and c_t ~ p_t, by enumerating the top-`width`
-    codes at every intermediate position. g [1, H_talker], codes [16] -> list of [V]."""
+               sampler: SamplerConfig, beam: int = 256) -> tuple[list[torch.Tensor], list[float]]:
+    """Marginals of c_{t+1..t+depth} given [g, c0..c_{t-1}] (c_t ~ p_t and onwards), by enumerating the
+    `width` most probable codes below every kept path and keeping the `beam` most probable paths.
+
+    g [1, H_talker], codes [16] -> (marginals [V] per depth, the probability mass the paths cover per depth).
+    """
     cache = predictor.new_cache(1)
     x = torch.cat((g[:, None].to(predictor.dtype), predictor.embed(codes[None, :t], range(t))), dim=1)
     hidden, k, v = predictor.run(cache, x, torch.ones(t + 1, t + 1, dtype=torch.bool).tril())
     cache.commit(k, v)
-    p_root = target_probs(predictor.logits(hidden[:, -1:], [t])[0, 0], sampler)        # p_t [V]
-    paths: list[tuple[int, ...]] = []
-    weights: dict[tuple[int, ...], float] = {}
-    tokens: dict[tuple[int, ...], int] = {}
-    top = p_root.topk(width)
-    for r in range(width):                                        # level 1: the top codes for c_t
-        paths.append((r,))
-        weights[(r,)], tokens[(r,)] = float(top.values[r]), int(top.indices[r])
-    out = []
+    probs = target_probs(predictor.logits(hidden[:, -1:], [t])[:, 0], sampler).double()     # p_t [1, V]
+    paths = torch.zeros(1, 0, dtype=torch.long, device=predictor.device)
+    weights = torch.ones(1, dtype=torch.float64)
+    marginals, covered = [], []
     for level in range(1, depth + 1):
-        tree = SparseTree(paths)
-        order = [tuple(p) for p in tree.paths]
-        query = torch.tensor([[tokens[p] for p in order]], device=predictor.device)
-        code_pos = [t + len(p) - 1 for p in order]
-        hidden, _, _ = predictor.run(cache, predictor.embed(query, code_pos), tree.mask[1:, 1:], tree.depth[1:] - 1)
-        probs = target_probs(predictor.logits(hidden, [c + 1 for c in code_pos]), sampler)[0]   # [n, V]
-        leaves = [i for i, p in enumerate(order) if len(p) == level]
-        marginal = sum(weights[order[i]] * probs[i].double() for i in leaves)
-        out.append(marginal)
-        if level == depth:
-            break
-        for i in leaves:                                          # grow: the top codes below each leaf
-            top = probs[i].topk(width)
-            for r in range(width):
-                child = order[i] + (r,)
-                paths.append(child)
-                weights[child] = weights[order[i]] * float(top.values[r])
-                tokens[child] = int(top.indices[r])
-    return out
+        top = probs.topk(min(width, probs.shape[-1]), dim=-1)                       # children of every path
+        w = (weights[:, None] * top.values.cpu()).flatten()
+        keep = w.topk(min(beam, w.numel())).indices
+        parent = keep // top.indices.shape[1]
+        paths = torch.cat((paths[parent], top.indices.flatten()[keep.to(top.indices.device)][:, None]), dim=1)
+        weights = w[keep]
+        batch = paths.shape[0]
+        wide = type(cache)(cache.k.expand(-1, batch, -1, -1, -1), cache.v.expand(-1, batch, -1, -1, -1), cache.length)
+        code_pos = list(range(t, t + level))
+        hidden, _, _ = predictor.run(wide, predictor.embed(paths, code_pos), torch.ones(level, level, dtype=torch.bool).tril())
+        probs = target_probs(predictor.logits(hidden[:, -1:], [t + level])[:, 0], sampler).double()   # [batch, V]
+        marginals.append((weights.to(probs.device)[:, None] * probs).sum(0))
+        covered.append(float(weights.sum()))
+    return marginals, covered
 
 
 @torch.no_grad()
 def drafter_ceiling(predictor: CodePredictor, g: torch.Tensor, codes: torch.Tensor, sampler: SamplerConfig,
-                    depth: int = 3, width: int = 4, m: int = 8) -> torch.Tensor:
-    """Ideal deterministic drafter's acceptance: ceiling [depth, m], entry [j-1, r] = mean over frames and t of
-    the marginal mass of the rank-r most probable code for c_{t+j} given h_t (cumsum over r = top-m mass).
+                    depth: int = 3, width: int = 16, m: int = 8, beam: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ideal deterministic drafter's acceptance, a lower bound: ceiling [depth, m], entry [j-1, r] = mean over
+    frames and t of the marginal mass of the rank-r most probable code for c_{t+j} given h_t (cumsum over r =
+    top-m mass), and covered [depth]: the mean mass of the enumerated paths (how tight the bound is).
 
-    g [B, H_talker], codes [B, 16] (teacher-forced contexts). Cost: depth calls of up to width^depth nodes
-    per (frame, t); keep width^depth + width^(depth-1) + ... <= predictor.max_query - 1.
+    g [B, H_talker], codes [B, 16] (teacher-forced contexts); depth calls per (frame, t), batch <= beam.
     """
-    nodes = sum(width ** d for d in range(1, depth + 1))
-    if nodes >= predictor.max_query:
-        raise ValueError(f"enumerating width={width} to depth={depth} needs {nodes} nodes; "
-                         f"this predictor allows {predictor.max_query - 1}")
     total = torch.zeros(depth, m, dtype=torch.float64)
+    mass = torch.zeros(depth, dtype=torch.float64)
     count = torch.zeros(depth, dtype=torch.float64)
     n = predictor.num_codes
     for b in range(g.shape[0]):
         for t in range(1, n):
             d = min(depth, n - t)
-            for j, marginal in enumerate(_marginals(predictor, g[b:b + 1], codes[b], t, d, width, sampler)):
+            marginals, covered = _marginals(predictor, g[b:b + 1], codes[b], t, d, width, sampler, beam)
+            for j, (marginal, c) in enumerate(zip(marginals, covered)):
                 total[j] += marginal.topk(m).values.cpu()
+                mass[j] += c
                 count[j] += 1
-    return total / count.clamp(min=1)[:, None]
+    return total / count.clamp(min=1)[:, None], mass / count.clamp(min=1)

@@ -14,7 +14,8 @@ def test_depth1_marginal_equals_brute_force(tiny):
     g, c0 = frame_inputs(spec, 1, seed=4)
     codes = torch.cat((c0, torch.randint(0, spec.vocab_size, (15,), generator=torch.Generator().manual_seed(0))))
     t, v = 5, spec.vocab_size
-    marginal = _marginals(predictor, g, codes, t, depth=1, width=min(v, 64), sampler=SAMPLER)[0]
+    marginals, covered = _marginals(predictor, g, codes, t, depth=1, width=v, sampler=SAMPLER)
+    marginal = marginals[0]
     h = predictor.teacher_forced_hidden(g, codes[None])
     p_t = target_probs(predictor.logits(h[:, t - 1:t], [t])[0, 0], SAMPLER).double()
     variants = codes.repeat(v, 1)
@@ -22,10 +23,8 @@ def test_depth1_marginal_equals_brute_force(tiny):
     hv = predictor.teacher_forced_hidden(g.expand(v, -1), variants)
     p_next = target_probs(predictor.logits(hv[:, t:t + 1], [t + 1])[:, 0], SAMPLER).double()     # [V, V]
     brute = (p_t[:, None] * p_next).sum(0)
-    covered = p_t.topk(min(v, 64)).values.sum()
-    assert torch.allclose(marginal.sum(), covered, atol=1e-9)
-    if v <= 64:
-        assert torch.allclose(marginal, brute, atol=1e-9)
+    assert abs(covered[0] - 1.0) < 1e-9 and abs(float(marginal.sum()) - 1.0) < 1e-9
+    assert torch.allclose(marginal, brute, atol=1e-9)
 
 
 def test_ceiling_and_sharpness_shapes(tiny):
@@ -33,8 +32,8 @@ def test_ceiling_and_sharpness_shapes(tiny):
     g, c0 = frame_inputs(spec, 2, seed=5)
     codes = torch.cat((c0[:, None], torch.randint(0, spec.vocab_size, (2, 15),
                                                   generator=torch.Generator().manual_seed(1))), dim=1)
-    ceiling = drafter_ceiling(predictor, g, codes, SAMPLER, depth=3, width=3, m=4)
-    assert ceiling.shape == (3, 4)
+    ceiling, covered = drafter_ceiling(predictor, g, codes, SAMPLER, depth=3, width=3, m=4, beam=5)
+    assert ceiling.shape == (3, 4) and covered.shape == (3,) and bool((covered <= 1 + 1e-9).all())
     assert bool((ceiling.cumsum(-1) <= 1 + 1e-9).all()) and bool((ceiling[:, 1:] <= ceiling[:, :-1] + 1e-12).all())
     entropy, top = target_sharpness(predictor, predictor.teacher_forced_hidden(g, codes), SAMPLER)
     assert entropy.shape == top.shape == (15,)

@@ -144,3 +144,17 @@ def validation_losses(model: nn.Module, data: list[Utterance], batch_size: int =
             totals = ce if totals is None else totals + ce
             frames += u.codes.shape[0]
     return c0_sum / c0_n, totals / frames
+
+
+@torch.no_grad()
+def talker_states(model: nn.Module, data: list[Utterance], batch_size: int = 16,
+                  non_streaming: bool = False) -> list[torch.Tensor]:
+    """Teacher-forced talker states g [T, H] per utterance (the state that produced each frame's c0)."""
+    model.eval()
+    out = []
+    for start in range(0, len(data), batch_size):
+        batch = data[start:start + batch_size]
+        inputs, mask, starts, _ = _batch(model, batch, non_streaming)
+        hidden = model.talker(inputs_embeds=inputs, attention_mask=mask, output_hidden_states=True).hidden_states[0][-1]
+        out += [hidden[row, s:s + u.codes.shape[0]] for row, (s, u) in enumerate(zip(starts, batch))]
+    return out
