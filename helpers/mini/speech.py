@@ -74,6 +74,10 @@ def speak_all(items: list[tuple[str, str, str]]) -> list[Spoken]:
     libespeak-ng keeps wave-generator state between calls; the same sequence of calls in a fresh
     process gives identical audio, so a build is reproducible whatever ran before it in this process.
     """
+    for lang, text, speaker in items:                          # fail here, with a clear message, not in the child
+        espeak._check(text, lang)
+        if speaker not in espeak.SPEAKERS:
+            raise ValueError(f"unknown speaker {speaker!r}; allowed: {', '.join(espeak.SPEAKERS)}")
     with tempfile.TemporaryDirectory() as tmp:
         request, result = Path(tmp) / "items.json", Path(tmp) / "speech.safetensors"
         request.write_text(json.dumps(items))

@@ -1,0 +1,102 @@
+"""The miniature's build: codec hierarchy, determinism, cache reuse and invalidation, whole-utterance
+losslessness through the official generate, and clear errors."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.code_predictor import CodePredictor
+from helpers.calibration import greedy_tree
+from helpers.decoding import SpeculativeDecoder
+from helpers.drafters import ReusedHeads
+from helpers.mini.build import SMOKE, MiniBuildConfig, build_mini
+from helpers.mini.codec import CodecConfig, fit_codec
+from helpers.mini.quality import free_running
+from helpers.mini.speech import speak_all
+from helpers.sampling import SamplerConfig
+
+from drafting import TABLE
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("mini-cache")
+    logs = []
+    mini = build_mini(SMOKE, cache, log=logs.append)
+    return mini, cache, logs
+
+
+def test_codec_error_falls_with_stages(built):
+    mini, _, _ = built
+    errors = mini.history["stage_errors"]["pretrain_val"]
+    assert len(errors) == 17 and errors[0] > 0.9
+    assert all(later < earlier for earlier, later in zip(errors, errors[1:]))
+    item = mini.items["evaluation"][0]
+    audio = mini.codec.decode(item.codes.numpy())
+    assert abs(audio.shape[0] - item.codes.shape[0] * 1280) <= 160 and float(np.abs(audio).max()) > 0.01
+
+
+def test_items_cover_roles_and_languages(built):
+    mini, _, _ = built
+    assert {it.lang for it in mini.items["evaluation"]} == {"en", "de", "es", "ru", "ja", "zh"}
+    assert {it.lang for it in mini.items["offsets_train"] + mini.items["calibration"]} == {"en"}
+    for it in mini.items["pretrain"][:5]:
+        assert len(it.phonemes) == it.codes.shape[0] and it.codes.shape[1] == 16
+
+
+def test_cache_reused_and_invalidated(built, tmp_path):
+    mini, cache, _ = built
+    logs = []
+    again = build_mini(SMOKE, cache, log=logs.append)
+    assert [line.split(":")[0] for line in logs] == ["speech", "codec", "model"] and all("cached" in l for l in logs)
+    for a, b in zip(mini.model.state_dict().values(), again.model.state_dict().values()):
+        assert torch.equal(a, b)
+    logs.clear()
+    changed = replace(SMOKE, codec=replace(SMOKE.codec, kmeans_iters=3), train=replace(SMOKE.train, epochs=1))
+    build_mini(changed, cache, log=logs.append)
+    assert logs == [next(l for l in logs if l.startswith("speech"))]          # only speech was reused
+    assert len(list(cache.glob("codec-*"))) == 2 and len(list(cache.glob("model-*"))) == 2
+
+
+def test_speech_and_codec_are_deterministic(built):
+    mini, _, _ = built
+    items = [(it.lang, it.text, it.speaker) for it in mini.items["pretrain"][:30]]
+    first, second = speak_all(items), speak_all(items)
+    assert all(np.array_equal(a.audio, b.audio) and a.phonemes == b.phonemes for a, b in zip(first, second))
+    feats = [mini.codec.features(s.audio) for s in first]
+    cfg = CodecConfig(sizes=(16,) + (4,) * 15, pca_dim=16, kmeans_iters=3)
+    c1, c2 = fit_codec(feats, cfg), fit_codec(feats, cfg)
+    assert all(np.array_equal(c1.encode_features(f), c2.encode_features(f)) for f in feats)
+    assert np.array_equal(mini.codec.encode(first[0].audio), mini.items["pretrain"][0].codes.numpy())
+
+
+def test_speculative_equals_ar_over_whole_utterances(built):
+    mini, _, _ = built
+    model = mini.model.double()
+    predictor = CodePredictor.from_talker(model.talker)
+    decoder = SpeculativeDecoder(predictor, ReusedHeads(predictor), greedy_tree(TABLE, 16), SamplerConfig())
+    items = mini.items["evaluation"][:4]
+    ar, spec = free_running(mini, items, "ar", seed=7), free_running(mini, items, decoder, seed=7)
+    for a, s in zip(ar, spec):
+        assert torch.equal(a.codes, s.codes) and a.codes.shape[0] >= 2
+    assert sum(map(sum, (s.calls for s in spec))) < sum(map(sum, (a.calls for a in ar)))
+    mini.model.float()
+
+
+def test_clear_errors():
+    with pytest.raises(ValueError, match="unknown speaker 'nobody'"):
+        MiniBuildConfig(eval_speaker="nobody")
+    with pytest.raises(ValueError, match="pretrain must be an integer >= 1"):
+        MiniBuildConfig(pretrain=0)
+    with pytest.raises(ValueError, match="16 codebook sizes"):
+        CodecConfig(sizes=(8, 8))
+    with pytest.raises(ValueError, match="unknown language 'xx'"):
+        speak_all([("xx", "hello", "f5")])
+    with pytest.raises(ValueError, match="text is empty"):
+        speak_all([("en", "   ", "f5")])
+    with pytest.raises(ValueError, match="limit is 300"):
+        speak_all([("en", "a" * 301, "f5")])
+    with pytest.raises(ValueError, match="unknown speaker 'zoe'"):
+        speak_all([("en", "hello", "zoe")])
