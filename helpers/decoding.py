@@ -49,7 +49,7 @@ def ar_step(predictor: CodePredictor) -> FusedStep:
     """The AR call (fused module at q = 1) of `predictor`, built once and refreshed if its weights change."""
     step = _AR_STEPS.get(predictor)
     if step is None:
-        step = _AR_STEPS[predictor] = FusedCore(predictor).step(None)
+        step = _AR_STEPS[predictor] = FusedCore(predictor, max_depth=0).step(None)
     step.core.refresh()
     return step
 

@@ -55,7 +55,7 @@ class FusedCore(nn.Module):
     positions: RoPE tables cover positions 0..slots + max_depth + 1 (a root at c_14 plus K deeper nodes).
     """
 
-    def __init__(self, predictor: CodePredictor, max_depth: int = 8):
+    def __init__(self, predictor: CodePredictor, max_depth: int = 3):
         super().__init__()
         self.predictor = predictor
         p = predictor
@@ -83,7 +83,9 @@ class FusedCore(nn.Module):
         p = self.predictor
         dtype, device = p.dtype, p.device
         with torch.no_grad():
-            self.register_buffer("heads", torch.stack([h.weight.detach() for h in p.official.lm_head]), persistent=False)
+            heads = [h.weight.detach() for h in p.official.lm_head]
+            heads += heads[-1:] * (2 * self.max_depth)      # rows past c15 repeat the last head (clamped index)
+            self.register_buffer("heads", torch.stack(heads), persistent=False)             # [15 + 2 Dmax, V, H]
             self.register_buffer("tables", torch.cat([e.weight.detach() for e in p.official.model.codec_embedding]),
                                  persistent=False)                                   # [15 V, H_talker]
             scale = p.layers[0].self_attn.scaling
@@ -190,7 +192,9 @@ class FusedStep(nn.Module):
         self.register_buffer("visible", visible, persistent=False)
         medusa = self.fused_drafts and isinstance(drafter, MedusaHeads)
         window = self.depth + 1 + (0 if medusa or not self.fused_drafts else self.depth)
+        self.window = window
         self.register_buffer("head_index", (t + torch.arange(window)).clamp(max=n - 1), persistent=False)
+        self.use_views = core.heads.shape[0] >= n - 1 + window      # padded stack: rows t..t+W-1 always exist
         self.register_buffer("medusa_index", (t + torch.arange(self.depth + 1)).clamp(max=n - 1), persistent=False)
         self.medusa = medusa
         self.t_inputs = [torch.tensor([i], device=device) for i in range(n)]        # the `t` input, prebuilt
@@ -216,37 +220,49 @@ class FusedStep(nn.Module):
         if self.cos_t.dtype != core.cos.dtype or self.cos_t.device != core.cos.device:
             self._tables()
         t = t.reshape(1)
-        x = F.embedding(tokens + self.emb_offset.index_select(0, t), core.tables)        # [B, q, H_talker]
-        cos = self.cos_t.index_select(0, t)[0]
-        sin = self.sin_t.index_select(0, t)[0]
-        mask = self.mask_t.index_select(0, t)[0]                                          # [1, q, S + q]
+        if self.use_views and t.device.type == "cpu" and not torch.jit.is_tracing():
+            # eager CPU: the same rows as below, read as views (no copy of the heads per call)
+            ti = int(t)
+            emb_offset, cos, sin, mask = self.emb_offset[ti], self.cos_t[ti], self.sin_t[ti], self.mask_t[ti]
+            heads = core.heads[ti:ti + self.window]
+        else:
+            emb_offset = self.emb_offset.index_select(0, t)
+            cos, sin = self.cos_t.index_select(0, t)[0], self.sin_t.index_select(0, t)[0]
+            mask = self.mask_t.index_select(0, t)[0]                                       # [1, q, S + q]
+            heads = core.heads.index_select(0, self.head_index.index_select(0, t)[0])     # [W, V, H]
+        x = F.embedding(tokens + emb_offset, core.tables)                                 # [B, q, H_talker]
         hidden, k_new, v_new = core.layers(x, cos, sin, mask, k_cache, v_cache)
-        heads = core.heads.index_select(0, self.head_index.index_select(0, t)[0])        # [W, V, H]
+        if self.fused_drafts:
+            logits, drafts = self._heads(hidden, heads, t)
+            return logits, k_new, v_new, drafts
         if self.depth == 0:
             logits = F.linear(hidden, heads[0])
         else:
             logits = torch.cat([F.linear(hidden[:, s:e], heads[d]) for d, s, e in self.groups], dim=1)
-        if self.fused_drafts:
-            return logits, k_new, v_new, self._drafts(hidden, heads, t)
         if self.tree is not None:
             return logits, k_new, v_new, hidden
         return logits, k_new, v_new
 
-    def _drafts(self, hidden: torch.Tensor, heads: torch.Tensor, t: torch.Tensor, groups=None) -> torch.Tensor:
-        """Top-m candidates for depths 1..D from every token's hidden state. -> [B, q, D, m] (long)."""
+    def _heads(self, hidden: torch.Tensor, heads: torch.Tensor, t: torch.Tensor, groups=None):
+        """Target logits [B, q, V] and top-m drafts for depths 1..D [B, q, D, m] from every token.
+
+        Reused heads / offsets: a depth-d token reads head window rows d..d+D (target, then drafts for
+        c_{+1..+D}) from h + [0, b_1..b_D]: one matmul per depth group, one top-k for all."""
         D = self.depth
+        groups = groups or self.groups
         if self.medusa:
+            logits = torch.cat([F.linear(hidden[:, s:e], heads[d]) for d, s, e in groups], dim=1)
             med = self.drafter.heads.index_select(0, self.medusa_index.index_select(0, t)[0])   # [D+1, K, V, H]
-        b = self.drafter.offsets
-        out = []
-        for d, s, e in groups or self.groups:
-            x = hidden[:, s:e][None]                                                       # [1, B, n, H]
-            if b is not None:
-                x = x + b[:D, None, None]                                                  # [D, B, n, H]
-            w = med[d, :D] if self.medusa else heads[d + 1:d + 1 + D]                     # [D, V, H]
-            logits = torch.matmul(x, w.transpose(-1, -2)[:, None])                        # [D, B, n, V]
-            out.append(logits.topk(self.width, dim=-1).indices.permute(1, 2, 0, 3))       # [B, n, D, m]
-        return torch.cat(out, dim=1) if len(out) > 1 else out[0]
+            x = hidden[None]
+            draft = torch.cat([torch.matmul(x[:, :, s:e], med[d, :D].transpose(-1, -2)[:, None])
+                               for d, s, e in groups], dim=2)                              # [D, B, q, V]
+        else:
+            b = self.drafter.offsets
+            x = hidden[None] if b is None else hidden[None] + torch.cat((b.new_zeros(1, b.shape[1]), b[:D]))[:, None, None]
+            both = [torch.matmul(x[:, :, s:e], heads[d:d + D + 1].transpose(-1, -2)[:, None]) for d, s, e in groups]
+            both = torch.cat(both, dim=2) if len(both) > 1 else both[0]                    # [D+1, B, q, V]
+            logits, draft = both[0], both[1:]
+        return logits, draft.topk(self.width, dim=-1).indices.permute(1, 2, 0, 3)
 
     def first_drafts(self, h1: torch.Tensor) -> torch.Tensor:
         """Drafts from the prefill's h_1 (the first round's root c_1 as a depth-0 token of a root at t = 0).
@@ -254,7 +270,7 @@ class FusedStep(nn.Module):
         h1 [B, H] -> [B, D, m]."""
         zero = self.head_index.new_zeros(1)
         heads = self.core.heads.index_select(0, self.head_index.index_select(0, zero)[0])
-        return self._drafts(h1[:, None], heads, zero, [(0, 0, 1)])[:, 0]
+        return self._heads(h1[:, None], heads, zero, [(0, 0, 1)])[1][:, 0]
 
 
 @dataclass

@@ -64,6 +64,11 @@ def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned
     cache = _committed_cache(cp, g, c0, committed)
     query = torch.tensor([[root] + nodes])
     logits, k_new, v_new, drafts = step(query, cache.k, cache.v, torch.tensor([t]))
+    assert step.use_views
+    step.use_views = False                                  # the gather path (traced, exported, CUDA graphs)
+    gathered = step(query, cache.k, cache.v, torch.tensor([t]))
+    for a, b in zip((logits, k_new, v_new, drafts), gathered):
+        assert torch.equal(a, b)
     assert logits.shape == (1, tree.size + 1, spec.vocab_size)
     assert k_new.shape == (spec.num_layers, 1, spec.num_kv_heads, tree.size + 1, spec.head_dim)
     assert drafts.shape == (1, tree.size + 1, tree.max_depth, max(tree.width)) and drafts.dtype == torch.long
