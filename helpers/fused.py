@@ -102,7 +102,7 @@ class FusedCore(nn.Module):
                                layer.self_attn.v_proj, layer.self_attn.o_proj, layer.post_attention_layernorm.weight,
                                layer.mlp) for layer in p.layers]
         self.norm_weight = p.official.model.norm.weight
-        self.mask_min = torch.finfo(dtype).min
+        self.mask_min = max(torch.finfo(dtype).min, -3.0e4)   # exp() underflows to 0 in any dtype; finite in fp16
         self.softmax_dtype = None if dtype in (torch.float32, torch.float64) else torch.float32
         self.prefill_cos, self.prefill_sin = self.cos[:2, None], self.sin[:2, None]
         mask = torch.full((2, self.slots + 2), self.mask_min, dtype=dtype, device=device)
