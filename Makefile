@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test lab clean
+.PHONY: setup run test bench lab clean
 
 setup: $(STAMP)
 
@@ -19,6 +19,11 @@ run: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+# Latency sweep (q = 1 vs q = N + 1) and whole-frame inner loop (official generate vs AR vs speculative)
+# on the demo's tiny model; prints a table, saves outputs/bench/latency_demo_cpu.json.
+bench: setup
+	$(PY) -m helpers.latency
 
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks

@@ -2,16 +2,20 @@
 
 Both decoders sample code position t with the frame's uniform u_t through the shared sampler, so for
 the same uniforms they return the same codes (DESIGN.md section 2); only the number of calls differs.
+Both run the fused call of `helpers.fused` (the AR loop at q = 1, the speculative decoder at q = N + 1),
+so a speed comparison between them compares the calls, not two implementations.
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import torch
 
-from .code_predictor import CodePredictor, causal_mask
+from .code_predictor import CodePredictor, KVCache
 from .drafters import Drafter
+from .fused import FusedCore, FusedStep, fusable, make_plans
 from .sampling import SamplerConfig, sample, target_probs
 from .tree import SparseTree
 
@@ -38,40 +42,44 @@ def _check_frame_inputs(predictor: CodePredictor, g: torch.Tensor, c0: torch.Ten
     predictor.check_codes(c0[:, None], first_pos=0)
 
 
+_AR_STEPS: "weakref.WeakKeyDictionary[CodePredictor, FusedStep]" = weakref.WeakKeyDictionary()
+
+
+def ar_step(predictor: CodePredictor) -> FusedStep:
+    """The AR call (fused module at q = 1) of `predictor`, built once and refreshed if its weights change."""
+    step = _AR_STEPS.get(predictor)
+    if step is None:
+        step = _AR_STEPS[predictor] = FusedCore(predictor, max_depth=0).step(None)
+    step.core.refresh()
+    return step
+
+
 @torch.no_grad()
 def decode_frame_ar(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig,
                     u: torch.Tensor) -> FrameResult:
     """Autoregressive c1..c15: prefill [g, c0], then one call per code. g [B, H], c0 [B], u [B, 15]."""
     _check_frame_inputs(predictor, g, c0, u)
+    step = ar_step(predictor)
+    core = step.core
     cache = predictor.new_cache(g.shape[0])
-    h = predictor.prefill(cache, g, c0)
-    one = causal_mask(1, predictor.device)
-    codes = []
-    for t in range(1, predictor.num_codes + 1):
-        probs = target_probs(predictor.logits(h[:, None], [t])[:, 0], sampler)
-        codes.append(sample(probs, u[:, t - 1]))
-        if t == predictor.num_codes:
-            break
-        hidden, k, v = predictor.run(cache, predictor.embed(codes[-1][:, None], [t]), one)
-        cache.commit(k, v)
-        h = hidden[:, 0]
+    logits, k, v, _ = core.prefill(g, c0, cache.k, cache.v)
+    cache.commit(k, v)
+    codes = [sample(target_probs(logits, sampler), u[:, 0])]
+    for t in range(1, predictor.num_codes):
+        logits, k, v = step(codes[-1][:, None], cache.k, cache.v, step.t_inputs[t])
+        if t + 1 < predictor.num_codes:
+            cache.commit(k, v)
+        codes.append(sample(target_probs(logits[:, 0], sampler), u[:, t]))
     return FrameResult(torch.stack(codes, dim=1), calls=predictor.num_codes)
 
 
-@dataclass
-class _RoundPlan:
-    """Per root code position t: the pruned tree and its query layout (computed once)."""
-
-    tree: SparseTree | None
-    code_pos: list[int]           # code position carried by each query token
-    out_pos: list[int]            # code position each query token's output produces
-    depth: torch.Tensor           # [q] tree depth (RoPE offset after the cache)
-    mask: torch.Tensor            # [q, q] bool
-    u_index: torch.Tensor         # [q] column of u used at each query token
-
-
 class SpeculativeDecoder:
-    """Draft with `drafter`, verify the whole `tree` in one call per round, walk it with the shared sampler."""
+    """Draft with `drafter`, verify the whole `tree` in one fused call per round, walk it with the shared sampler.
+
+    The fused call also returns the next round's drafts from every node (for the built-in drafters;
+    others draft on the host from the stop node's hidden state), so a round on the host is: pick the
+    stop node's drafts, one call, sample every token at once, walk, commit the accepted path's KV.
+    """
 
     def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig):
         if tree.max_depth > drafter.depth:
@@ -81,61 +89,82 @@ class SpeculativeDecoder:
             raise ValueError(f"tree of {tree.size} nodes needs a query of {tree.size + 1} tokens; "
                              f"the predictor allows max_query={predictor.max_query}")
         self.predictor, self.drafter, self.tree, self.sampler = predictor, drafter, tree, sampler
-        n = predictor.num_codes
-        self.plans = {t: self._plan(t) for t in range(1, n)}
+        self.core = FusedCore(predictor, max_depth=max(tree.max_depth, 1))
+        self.plans = make_plans(self.core, tree, drafter)
+        self.fused_drafts = fusable(drafter)
+        self._cache: KVCache | None = None
 
-    def _plan(self, t: int) -> _RoundPlan:
-        # A node carrying c15 would gain nothing (the parent's output samples c15 anyway): prune at 14 - t.
-        tree = self.tree.pruned(self.predictor.num_codes - 1 - t)
-        depth = tree.depth_list if tree is not None else [0]
-        mask = tree.mask if tree is not None else causal_mask(1)
-        u_index = torch.tensor([t + d for d in depth], device=self.predictor.device)
-        return _RoundPlan(tree, [t + d for d in depth], [t + d + 1 for d in depth],
-                          torch.tensor(depth, device=self.predictor.device), mask.to(self.predictor.device), u_index)
+    @property
+    def step(self) -> FusedStep:
+        """The fused call for the whole tree (what a device runs every round; exported by coreml_export)."""
+        return self.plans[1].step
+
+    def _frame_cache(self) -> KVCache:
+        p = self.predictor
+        cache = self._cache
+        if cache is None or cache.k.dtype != p.dtype or cache.k.device != p.device:
+            cache = self._cache = p.new_cache(1)
+        cache.length = 0                      # stale entries stay finite and are masked until overwritten
+        return cache
 
     @torch.no_grad()
     def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> FrameResult:
         """Speculative c1..c15 for one frame. g [1, H], c0 [1], u [1, 15] -> FrameResult."""
-        p = self.predictor
+        p, n = self.predictor, self.predictor.num_codes
         _check_frame_inputs(p, g, c0, u)
         if g.shape[0] != 1:
             raise ValueError(f"the speculative decoder decodes one stream at a time, got batch {g.shape[0]}")
-        cache = p.new_cache(1)
-        h = p.prefill(cache, g, c0)                                  # h_1 [1, H]
-        probs = target_probs(p.logits(h[:, None], [1])[:, 0], self.sampler)
-        codes = [int(sample(probs, u[:, 0]))]
+        self.core.refresh()
+        cache = self._frame_cache()
+        ck, cv = cache.k, cache.v
+        u = u[0]
+        logits, k, v, h = self.core.prefill(g, c0, ck, cv)
+        ck[:, :, :, :2] = k
+        cv[:, :, :, :2] = v
+        length = 2
+        root = sample(target_probs(logits, self.sampler), u[:1])                      # c_1, [1]
+        codes = root.tolist()
         calls, accepted, drafts = 1, [], []
-        t = 1                                                        # code position of the last sampled code
-        while t < p.num_codes:
+        cand = self.plans[1].step.first_drafts(h)[0] if self.fused_drafts else None   # [D, m]
+        t = 1
+        while t < n:
             plan = self.plans[t]
             if plan.tree is None:
-                query = torch.tensor([[codes[-1]]], device=p.device)
-                node_tokens: list[int] = []
+                query = root[None]
             else:
-                logits = self.drafter.draft_logits(h, t, plan.tree.max_depth)[0]          # [D, V]
-                cand = logits.topk(max(plan.tree.width), dim=-1).indices                    # [D, m]
+                if not self.fused_drafts:
+                    cand = self.drafter.draft_logits(h, t, plan.draft_depth)[0].topk(plan.draft_width, dim=-1).indices
+                cand = cand[:plan.draft_depth, :plan.draft_width]
                 drafts.append((t, cand))
-                nodes = cand[plan.tree.depth[1:] - 1, plan.tree.rank[1:]]                  # [N]
-                query = torch.cat((torch.tensor([codes[-1]], device=p.device), nodes))[None]
-                node_tokens = nodes.tolist()
-            hidden, k, v = p.run(cache, p.embed(query, plan.code_pos), plan.mask, plan.depth)
+                query = torch.cat((root, cand[plan.node_depth, plan.node_rank]))[None]
+            out = plan.step(query, ck, cv, plan.t_tensor)
             calls += 1
-            probs = target_probs(p.logits(hidden, plan.out_pos), self.sampler)              # [1, q, V]
-            ys = sample(probs[0], u[0, plan.u_index]).tolist()
-            node, path = 0, [0]
+            ys_t = sample(target_probs(out[0][0], self.sampler), u.index_select(0, plan.u_index))   # [q]
+            ys = ys_t.tolist()
+            tokens = query[0].tolist()
+            node, children = 0, plan.children
             while True:                                              # walk: descend while the sample matches
                 y = ys[node]
-                children = plan.tree.children[node] if plan.tree is not None else {}
-                child = next((c for c in children.values() if node_tokens[c - 1] == y), None)
-                if child is None:
+                for c in children[node]:
+                    if tokens[c] == y:
+                        break
+                else:
                     break
-                node = child
-                path.append(child)
+                node = c
                 codes.append(y)
             codes.append(y)
+            path = plan.paths[node]
             accepted.append(len(path) - 1)
             t = plan.out_pos[node]
-            if t < p.num_codes:
-                cache.commit(k, v, keep=path)
-                h = hidden[:, node]
+            if t < n:
+                keep = len(path)
+                ck[:, :, :, length:length + keep] = out[1].index_select(3, path)
+                cv[:, :, :, length:length + keep] = out[2].index_select(3, path)
+                length += keep
+                root = ys_t[node:node + 1]
+                if plan.tree is not None:
+                    if self.fused_drafts:
+                        cand = out[3][0, node]
+                    else:
+                        h = out[3][:, node]
         return FrameResult(torch.tensor([codes], device=p.device), calls, accepted, drafts)

@@ -27,12 +27,13 @@ class TinyTalkerSpec:
     num_code_groups: int = 16
     logit_scale: float = 1.0
     position_ramp: float = 0.0
+    intermediate_size: int | None = None        # default 2 x hidden_size (the real 0.6B: 3072)
 
     def code_predictor_config(self) -> dict:
         return dict(
             vocab_size=self.vocab_size,
             hidden_size=self.hidden_size,
-            intermediate_size=2 * self.hidden_size,
+            intermediate_size=self.intermediate_size or 2 * self.hidden_size,
             num_hidden_layers=self.num_layers,
             num_attention_heads=self.num_heads,
             num_key_value_heads=self.num_kv_heads,

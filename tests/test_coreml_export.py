@@ -1,0 +1,48 @@
+"""Core ML export: the AR call and the fused call convert to mlprogram packages, fp16 and W8A16.
+
+On Linux only conversion runs (prediction needs macOS); on macOS the packages are also run and
+compared with PyTorch.
+"""
+
+import platform
+
+import pytest
+import torch
+
+from helpers.code_predictor import CodePredictor
+from helpers.coreml_export import export_calls
+from helpers.drafters import PositionOffsets
+from helpers.tiny import TinyTalkerSpec, build_tiny_talker
+from helpers.tree import SparseTree
+
+SPEC = TinyTalkerSpec(hidden_size=32, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=32,
+                      talker_hidden_size=24)
+
+
+def test_export_both_calls_fp16_and_w8a16(tmp_path):
+    pytest.importorskip("coremltools")
+    cp = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=torch.float32))
+    drafter = PositionOffsets(cp, offsets=0.1 * torch.randn(3, SPEC.hidden_size))
+    tree = SparseTree.full(2, 3)
+    report = export_calls(cp, drafter, tree, tmp_path / "coreml")
+    names = [p.name for p in report.packages]
+    assert names == ["ar_fp16", "ar_w8a16", "fused_n14_fp16", "fused_n14_w8a16"]
+    for p in report.packages:
+        assert p.path.endswith(".mlpackage") and p.size_mb > 0 and (tmp_path / "coreml" / f"{p.name}.mlpackage").is_dir()
+    sizes = {p.name: p.size_mb for p in report.packages}
+    assert sizes["fused_n14_w8a16"] < sizes["fused_n14_fp16"]
+    assert report.packages[2].outputs == ("logits", "k_new", "v_new", "drafts") and report.packages[2].q == 15
+    assert sorted(x.name for x in (tmp_path / "coreml").iterdir()) == sorted(f"{n}.mlpackage" for n in names)
+    if platform.system() == "Darwin":
+        assert report.predicted
+        for p in report.packages:
+            assert p.max_abs_err["logits"] < (0.05 if "fp16" in p.name else 0.5)
+    else:
+        assert not report.predicted and "macOS" in report.note
+
+
+def test_export_refuses_non_float32_models(tmp_path):
+    pytest.importorskip("coremltools")
+    cp = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=torch.float64))
+    with pytest.raises(ValueError, match="float32"):
+        export_calls(cp, PositionOffsets(cp), SparseTree.chain(2), tmp_path)

@@ -1,0 +1,141 @@
+"""The fused draft+verify call equals the step-by-step path (float64): logits, new K/V and drafts.
+
+The step-by-step path is `CodePredictor.run` one token at a time (the AR model), its tree call for the
+new K/V, and `Drafter.draft_logits` + top-m from each node's hidden state for the drafts. Trees: full
+top-2, a hand-made sparse one, a greedy N = 16; root positions early, middle and near the frame's end,
+where the full-tree module runs with clamped (ignored) nodes and the pruned module drops them.
+"""
+
+import pytest
+import torch
+
+from conftest import frame_inputs
+from drafting import TABLE, random_drafters
+from helpers.calibration import greedy_tree
+from helpers.code_predictor import KVCache, causal_mask
+from helpers.decoding import ar_step
+from helpers.fused import FusedCore, FusedStep, fusable
+from helpers.tree import SparseTree
+
+TREES = {"full2x3": SparseTree.full(2, 3),
+         "sparse7": SparseTree([(0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0)]),
+         "greedy16": greedy_tree(TABLE, 16)}
+TOL = 1e-9
+
+
+def _committed_cache(cp, g, c0, committed):
+    cache = cp.new_cache(1)
+    cp.prefill(cache, g, c0)
+    for i, tok in enumerate(committed, start=1):
+        _, k, v = cp.run(cache, cp.embed(torch.tensor([[tok]]), [i]), causal_mask(1))
+        cache.commit(k, v)
+    return cache
+
+
+def _sequential_hidden(cp, cache, tree, tokens, t, live):
+    """Hidden state of every live query token, feeding its path one token per call (each node extends
+    its parent's cache by one call). tokens: the query [root, nodes...] as ints -> {query index: h [1, H]}."""
+    caches, hidden = {}, {}
+    for qi in live:
+        parent = int(tree.parent[qi])
+        base = cache if parent < 0 else caches[parent]
+        c = KVCache(base.k.clone(), base.v.clone(), base.length)
+        h, k, v = cp.run(c, cp.embed(torch.tensor([[tokens[qi]]]), [t + int(tree.depth[qi])]), causal_mask(1))
+        c.commit(k, v)
+        caches[qi], hidden[qi] = c, h[:, 0]
+    return hidden
+
+
+@pytest.mark.parametrize("tree_name,drafter_name", [("full2x3", "reused"), ("sparse7", "offsets"),
+                                                   ("greedy16", "medusa"), ("greedy16", "offsets")])
+@pytest.mark.parametrize("t,pruned", [(1, False), (6, False), (12, False), (12, True), (13, True)])
+def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned):
+    spec, _, cp = tiny
+    full = TREES[tree_name]
+    tree = full.pruned(cp.num_codes - 1 - t) if pruned else full
+    drafter = random_drafters(cp, seed=t)[drafter_name]
+    assert fusable(drafter)
+    step = FusedCore(cp).step(tree, drafter)
+    gen = torch.Generator().manual_seed(t)
+    g, c0 = frame_inputs(spec, 1, seed=t)
+    committed = torch.randint(0, spec.vocab_size, (t - 1,), generator=gen).tolist()     # c1..c_{t-1}
+    root = int(torch.randint(0, spec.vocab_size, (1,), generator=gen))                  # c_t
+    nodes = torch.randint(0, spec.vocab_size, (tree.size,), generator=gen).tolist()
+    cache = _committed_cache(cp, g, c0, committed)
+    query = torch.tensor([[root] + nodes])
+    logits, k_new, v_new, drafts = step(query, cache.k, cache.v, torch.tensor([t]))
+    assert step.use_views
+    step.use_views = False                                  # the gather path (traced, exported, CUDA graphs)
+    gathered = step(query, cache.k, cache.v, torch.tensor([t]))
+    for a, b in zip((logits, k_new, v_new, drafts), gathered):
+        assert torch.equal(a, b)
+    assert logits.shape == (1, tree.size + 1, spec.vocab_size)
+    assert k_new.shape == (spec.num_layers, 1, spec.num_kv_heads, tree.size + 1, spec.head_dim)
+    assert drafts.shape == (1, tree.size + 1, tree.max_depth, max(tree.width)) and drafts.dtype == torch.long
+
+    # new K/V: the step-by-step module's tree call (itself equal to sequential calls, test_code_predictor)
+    depth = tree.depth.tolist()
+    _, k_ref, v_ref = cp.run(cache, cp.embed(query, [min(t + d, 15) for d in depth]), tree.mask, tree.depth)
+    live = [i for i, d in enumerate(depth) if t + d <= cp.num_codes - 1]               # nodes the walk may use
+    assert (k_new[:, :, :, live] - k_ref[:, :, :, live]).abs().max() < TOL
+    assert (v_new[:, :, :, live] - v_ref[:, :, :, live]).abs().max() < TOL
+
+    hidden = _sequential_hidden(cp, cache, tree, [root] + nodes, t, live)
+    for qi in live:
+        h = hidden[qi]
+        out_pos = t + depth[qi] + 1                                                     # the code h produces
+        ref = cp.logits(h[:, None], [out_pos])[0, 0]
+        assert (logits[0, qi] - ref).abs().max() < TOL, f"node {qi}"
+        usable = min(tree.max_depth, cp.num_codes - out_pos)                            # drafts within the frame
+        if usable:
+            cand = drafter.draft_logits(h, out_pos, usable)[0].topk(max(tree.width), dim=-1).indices
+            assert torch.equal(drafts[0, qi, :usable], cand), f"drafts of node {qi}"
+
+
+def test_ar_call_and_prefill_equal_step_by_step(tiny):
+    spec, _, cp = tiny
+    step = ar_step(cp)
+    assert step.q == 1 and step.outputs == ("logits", "k_new", "v_new")
+    g, c0 = frame_inputs(spec, 3, seed=4)
+    cache = cp.new_cache(3)
+    logits, k, v, h1 = step.core.prefill(g, c0, cache.k.clone(), cache.v.clone())
+    h_ref = cp.prefill(cache, g, c0)
+    assert (h1 - h_ref).abs().max() < TOL and (logits - cp.logits(h_ref[:, None], [1])[:, 0]).abs().max() < TOL
+    assert (k - cache.k[:, :, :, :2]).abs().max() < TOL
+    tokens = torch.randint(0, spec.vocab_size, (3, 14), generator=torch.Generator().manual_seed(4))
+    for t in range(1, 15):
+        logits, k, v = step(tokens[:, t - 1:t], cache.k, cache.v, torch.tensor([t]))
+        hidden, k_ref, v_ref = cp.run(cache, cp.embed(tokens[:, t - 1:t], [t]), causal_mask(1))
+        assert (logits[:, 0] - cp.logits(hidden, [t + 1])[:, 0]).abs().max() < TOL
+        assert (k - k_ref).abs().max() < TOL and (v - v_ref).abs().max() < TOL
+        cache.commit(k_ref, v_ref)
+
+
+def test_first_drafts_and_refresh(tiny):
+    spec, _, cp = tiny
+    drafter = random_drafters(cp, seed=1)["offsets"]
+    core = FusedCore(cp)
+    step = FusedStep(core, TREES["full2x3"], drafter)
+    g, c0 = frame_inputs(spec, 1, seed=5)
+    h1 = cp.prefill(cp.new_cache(1), g, c0)
+    ref = drafter.draft_logits(h1, 1, 3)[0].topk(2, dim=-1).indices
+    assert torch.equal(step.first_drafts(h1)[0], ref)
+    assert not core.refresh()                                   # unchanged weights: nothing rebuilt
+    head = cp.official.lm_head[0].weight
+    with torch.no_grad():
+        head.mul_(2.0)
+    try:
+        assert core.refresh() and torch.equal(core.heads[0], head)
+    finally:
+        with torch.no_grad():
+            head.mul_(0.5)
+        core.refresh()
+
+
+def test_host_drafting_for_custom_drafters(tiny):
+    from drafting import OracleDrafter
+    _, _, cp = tiny
+    oracle = OracleDrafter(cp)
+    assert not fusable(oracle)
+    step = FusedCore(cp).step(TREES["sparse7"], oracle)
+    assert step.outputs[-1] == "hidden"
