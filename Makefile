@@ -14,8 +14,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name rvq-spec --display-name "rvq-spec (.venv)" > /dev/null
 	touch $(STAMP)
 
+# The main job on the offline default: build the miniature (cached) and write its quality report.
 run: setup
-	$(PY) -m helpers.demo
+	$(PY) -m helpers.mini.quality --preset mini
 
 test: setup
 	$(PY) -m pytest -q

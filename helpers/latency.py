@@ -16,10 +16,8 @@ the sweep and the inner-loop comparison on the demo's tiny model, printed and sa
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,6 +26,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from .artifacts import save_json
 from .code_predictor import CodePredictor
 from .decoding import SpeculativeDecoder, decode_frame_ar
 from .drafters import Drafter
@@ -245,21 +244,6 @@ def environment() -> dict:
             "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
 
 
-def write_json_atomic(path: str | Path, data: dict) -> Path:
-    """Write JSON to a temporary file next to `path`, then rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, default=str)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 # ---------------------------------------------------------------------- make bench
 def demo_setup(seed: int = 0, train_frames: int = 2000, epochs: int = 3):
     """The demo's tiny structured model, trained offsets and greedy trees for every N in SIZES.
@@ -315,7 +299,7 @@ def main(argv=None) -> dict:
         raise SystemExit("speculative codes differ from AR codes: losslessness broken")
     data = {"model": "demo-tiny", "environment": environment(), "args": vars(args), "sweep": sweep,
             "inner_loop": loop, "table": result}
-    print(f"saved {write_json_atomic(args.out, data)}")
+    print(f"saved {save_json(args.out, data)}")
     return data
 
 

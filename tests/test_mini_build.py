@@ -100,3 +100,20 @@ def test_clear_errors():
         speak_all([("en", "a" * 301, "f5")])
     with pytest.raises(ValueError, match="unknown speaker 'zoe'"):
         speak_all([("en", "hello", "zoe")])
+
+
+def test_quality_report_on_the_smoke_miniature(built):
+    from helpers.mini.quality import quality_report, render
+    mini, _, _ = built
+    report = quality_report(mini, ceiling_frames=3, progress=False)
+    lo = report["lossless"]
+    assert lo["frames_compared"] > 0 and lo["frames_identical"] == lo["frames_compared"]
+    assert set(report["measured_tokens_per_step"]) == {"reused", "offsets", "medusa"}
+    assert all(1.0 <= v <= 15.0 for d in report["measured_tokens_per_step"].values() for v in d.values())
+    assert set(report["languages"]) == {"en", "de", "es", "ru", "ja", "zh"}
+    assert set(report["wer_en"]) == {"espeak reference", "codec round trip", "AR synthesis", "speculative synthesis"}
+    assert len(report["validation_ce"]["per_position"]) == 15 and len(report["target"]["entropy"]) == 15
+    text = render(report, "smoke", 1.0)
+    for heading in ("Codec", "cross-entropy", "Tokens/step", "ceiling", "WER", "Losslessness"):
+        assert heading in text
+    mini.model.float()

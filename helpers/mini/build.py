@@ -36,7 +36,7 @@ class MiniBuildConfig:
     """Everything that determines the miniature. Sentence counts are per language of the role."""
 
     seed: int = 0
-    pretrain: int = 250                    # the miniature's own training set, per language (all six)
+    pretrain: int = 200                    # the miniature's own training set, per language (all six)
     pretrain_val: int = 20                 # held out, per language: validation cross-entropy
     offsets_train: int = 300               # English: drafter training (the paper: VoxPopuli)
     offsets_val: int = 50                  # English: drafter validation
