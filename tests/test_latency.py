@@ -9,7 +9,8 @@ from drafting import TABLE
 from helpers.calibration import greedy_tree
 from helpers.code_predictor import CodePredictor
 from helpers.drafters import PositionOffsets
-from helpers.latency import call_sweep, format_table, inner_loop, latency_table, write_json_atomic
+from helpers.artifacts import save_json
+from helpers.latency import call_sweep, format_table, inner_loop, latency_table
 from helpers.sampling import frame_uniforms
 from helpers.tiny import build_tiny_talker
 
@@ -31,6 +32,6 @@ def test_sweep_and_inner_loop_structure(tmp_path):
     assert set(table["rows"][4]) >= {"call_ms_p50", "overhead", "toks_per_step", "realised_speedup",
                                       "measured_speedup"} and table["best_n"] in (4, 8)
     assert "best N" in format_table(table, loop)
-    path = write_json_atomic(tmp_path / "bench" / "x.json", {"table": table})
+    path = save_json(tmp_path / "bench" / "x.json", {"table": table})
     assert json.loads(path.read_text())["table"]["best_n"] == table["best_n"]
     assert [p.name for p in path.parent.iterdir()] == ["x.json"]
