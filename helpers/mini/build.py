@@ -36,17 +36,17 @@ class MiniBuildConfig:
     """Everything that determines the miniature. Sentence counts are per language of the role."""
 
     seed: int = 0
-    pretrain: int = 200                    # the miniature's own training set, per language (all six)
+    pretrain: int = 300                    # the miniature's own training set, per language (all six)
     pretrain_val: int = 20                 # held out, per language: validation cross-entropy
     offsets_train: int = 300               # English: drafter training (the paper: VoxPopuli)
     offsets_val: int = 50                  # English: drafter validation
-    calibration: int = 60                  # English: tree calibration (the paper: LibriSpeech)
-    evaluation: int = 20                   # per language: evaluation (the paper: FLEURS)
+    calibration: int = 30                  # English: tree calibration (the paper: LibriSpeech)
+    evaluation: int = 10                   # per language: evaluation (the paper: FLEURS)
     speakers: tuple[str, ...] = tuple(espeak.SPEAKERS)
     eval_speaker: str = "f5"               # the voice pocketsphinx understands best
     codec: CodecConfig = CodecConfig()
     model: MiniModelSpec = MiniModelSpec(talker_hidden=128, talker_layers=3, predictor_hidden=128, predictor_layers=3)
-    train: MiniTrainConfig = MiniTrainConfig(epochs=2, lr=3e-3)
+    train: MiniTrainConfig = MiniTrainConfig(epochs=5, lr=3e-3)
 
     def __post_init__(self):
         for name in ("pretrain", "pretrain_val", "offsets_train", "offsets_val", "calibration", "evaluation"):

@@ -30,13 +30,13 @@ N_FFT = 1024
 STACK = 8                 # hops per codec frame: 80 ms, 12.5 frames/s
 NUM_CODEBOOKS = 16
 LOG_FLOOR = 1e-3
-DEFAULT_SIZES = (256, 128, 128, 64, 64, 64, 32, 32, 32, 32, 32, 16, 16, 16, 16, 16)
+DEFAULT_SIZES = (256, 64, 64, 32, 32, 32) + (16,) * 10
 
 
 @dataclass(frozen=True)
 class CodecConfig:
     n_mels: int = 80
-    pca_dim: int = 64
+    pca_dim: int = 48
     sizes: tuple[int, ...] = DEFAULT_SIZES
     kmeans_iters: int = 12
     kmeans_max_points: int = 30000
