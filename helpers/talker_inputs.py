@@ -97,16 +97,18 @@ def frame_embeddings(talker: nn.Module, codes: torch.Tensor) -> torch.Tensor:
     return sum(table(codes[..., i]) for i, table in enumerate(tables))
 
 
-def teacher_forced_inputs(model: nn.Module, prompt: TalkerPrompt, codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def teacher_forced_inputs(model: nn.Module, prompt: TalkerPrompt, codes: torch.Tensor,
+                          frames: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Ground-truth frames laid into the talker sequence.
 
     codes [T, 16] -> inputs_embeds [1, P + T, H] and c0 labels [T + 1] (frames' c0, then codec EOS) for the
     outputs at positions P-1 .. P+T-1 (the output at P-1+f is the talker state g that produced frame f).
+    frames: the codes' `frame_embeddings` [1, T, H] if already computed (batched training embeds once).
     """
     talker, tcfg = model.talker, model.config.talker_config
     if codes.dim() != 2 or codes.shape[1] != tcfg.num_code_groups:
         raise ValueError(f"expected codes [T, {tcfg.num_code_groups}], got {tuple(codes.shape)}")
-    frames = frame_embeddings(talker, codes[None])                       # [1, T, H]
+    frames = frame_embeddings(talker, codes[None]) if frames is None else frames     # [1, T, H]
     inputs = torch.cat((prompt.prefix, frames + prompt.step_text(codes.shape[0])), dim=1)
     labels = torch.cat((codes[:, 0], torch.tensor([tcfg.codec_eos_token_id], device=codes.device)))
     return inputs, labels

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..talker_inputs import frame_embeddings, talker_prompt
+from ..talker_inputs import frame_embeddings, talker_prompt, teacher_forced_inputs
 
 
 @dataclass
@@ -61,13 +61,13 @@ def _batch(model: nn.Module, batch: list[Utterance], non_streaming: bool):
     """
     frames = frame_embeddings(model.talker, torch.cat([u.codes for u in batch])[None])[0].split(
         [u.codes.shape[0] for u in batch])
-    eos = model.config.talker_config.codec_eos_token_id
     seqs, starts, labels = [], [], []
     for u, f in zip(batch, frames):
         prompt = talker_prompt(model, u.input_ids, u.language, u.speaker, non_streaming)
-        seqs.append(torch.cat((prompt.prefix[0], f + prompt.step_text(f.shape[0])[0])))
+        x, y = teacher_forced_inputs(model, prompt, u.codes, frames=f[None])
+        seqs.append(x[0])
         starts.append(prompt.prefix.shape[1] - 1)
-        labels.append(torch.cat((u.codes[:, 0], torch.tensor([eos]))))
+        labels.append(y)
     length = max(s.shape[0] for s in seqs)
     inputs = torch.stack([F.pad(s, (0, 0, 0, length - s.shape[0])) for s in seqs])
     mask = torch.stack([(torch.arange(length) < s.shape[0]).long() for s in seqs])
