@@ -19,8 +19,7 @@ import argparse
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 import numpy as np

@@ -8,9 +8,8 @@ steps before it), so changing a parameter rebuilds that step and everything afte
 
 from __future__ import annotations
 
-import json
 import random
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +20,11 @@ from tqdm.auto import tqdm
 
 from ..artifacts import cached_step, load_json, load_tensors, params_key, save_json, save_tensors
 from . import espeak
-from .codec import CodecConfig, RVQCodec, fit_codec
+from .codec import CodecConfig, RVQCodec, fit_codec, frame_features
 from .corpus import LANGUAGES as LANGS, make_corpus
 from .model import LANGUAGES, MiniModelSpec, TextVocab, build_mini_model
-from .speech import Spoken, speak_all
-from .train import MiniTrainConfig, MiniTrainResult, Utterance, train_mini
+from .speech import speak_all
+from .train import MiniTrainConfig, Utterance, train_mini
 
 ALL = tuple(LANGS)
 EN = ("en",)
@@ -137,7 +136,6 @@ def _role_audio(folder: Path) -> dict[str, list[np.ndarray]]:
 
 def _codec_step(cfg: MiniBuildConfig, speech: Path, folder: Path) -> None:
     audio = _role_audio(speech)
-    from .codec import frame_features
     feats = {role: [frame_features(a, cfg.codec.n_mels) for a in tqdm(clips, desc=f"features {role}")]
              for role, clips in audio.items()}
     codec = fit_codec(feats["pretrain"], cfg.codec)
@@ -194,7 +192,6 @@ def load_model(folder: Path) -> tuple[Qwen3TTSForConditionalGeneration, TextVoca
 
 def build_mini(cfg: MiniBuildConfig = MINI, cache_dir: str | Path = "outputs/cache/mini", log=print) -> Mini:
     """Build (or load from the cache) every step of the miniature."""
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     speech_params = dict(seed=cfg.seed, roles=cfg.roles(), speakers=cfg.speakers, eval_speaker=cfg.eval_speaker)
     speech = cached_step(cache_dir, "speech", speech_params, lambda f: _speech_step(cfg, f), log)
     codec_params = dict(speech=params_key(speech_params), codec=asdict(cfg.codec))

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ..artifacts import save_json
 from ..calibration import acceptance_table, expected_tokens_per_step, greedy_tree
