@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -112,3 +113,48 @@ def teacher_forced_inputs(model: nn.Module, prompt: TalkerPrompt, codes: torch.T
     inputs = torch.cat((prompt.prefix, frames + prompt.step_text(codes.shape[0])), dim=1)
     labels = torch.cat((codes[:, 0], torch.tensor([tcfg.codec_eos_token_id], device=codes.device)))
     return inputs, labels
+
+
+@dataclass
+class Utterance:
+    """One training example: chat-formatted text ids [1, n + 8], language, speaker, codes [T, 16]."""
+
+    input_ids: torch.Tensor
+    language: str
+    speaker: str
+    codes: torch.Tensor
+
+
+def batch_inputs(model: nn.Module, batch: list[Utterance], non_streaming: bool):
+    """Right-padded talker inputs [B, L, H], mask [B, L], the position of each g_0, and c0 labels.
+
+    Same sequence as `teacher_forced_inputs`, with the frames of the whole batch embedded in one lookup
+    per table (a lookup per utterance makes the embedding backward dominate the step).
+    """
+    frames = frame_embeddings(model.talker, torch.cat([u.codes for u in batch])[None])[0].split(
+        [u.codes.shape[0] for u in batch])
+    seqs, starts, labels = [], [], []
+    for u, f in zip(batch, frames):
+        prompt = talker_prompt(model, u.input_ids, u.language, u.speaker, non_streaming)
+        x, y = teacher_forced_inputs(model, prompt, u.codes, frames=f[None])
+        seqs.append(x[0])
+        starts.append(prompt.prefix.shape[1] - 1)
+        labels.append(y)
+    length = max(s.shape[0] for s in seqs)
+    inputs = torch.stack([F.pad(s, (0, 0, 0, length - s.shape[0])) for s in seqs])
+    mask = torch.stack([(torch.arange(length) < s.shape[0]).long() for s in seqs])
+    return inputs, mask, starts, labels
+
+
+@torch.no_grad()
+def talker_states(model: nn.Module, data: list[Utterance], batch_size: int = 16,
+                  non_streaming: bool = False) -> list[torch.Tensor]:
+    """Teacher-forced talker states g [T, H] per utterance (the state that produced each frame's c0)."""
+    model.eval()
+    out = []
+    for start in range(0, len(data), batch_size):
+        batch = data[start:start + batch_size]
+        inputs, mask, starts, _ = batch_inputs(model, batch, non_streaming)
+        hidden = model.talker(inputs_embeds=inputs, attention_mask=mask, output_hidden_states=True).hidden_states[0][-1]
+        out += [hidden[row, s:s + u.codes.shape[0]] for row, (s, u) in enumerate(zip(starts, batch))]
+    return out

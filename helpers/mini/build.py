@@ -24,7 +24,8 @@ from .codec import CodecConfig, RVQCodec, fit_codec, frame_features
 from .corpus import LANGUAGES as LANGS, make_corpus
 from .model import LANGUAGES, MiniModelSpec, TextVocab, build_mini_model
 from .speech import speak_all
-from .train import MiniTrainConfig, Utterance, train_mini
+from ..talker_inputs import Utterance
+from .train import MiniTrainConfig, train_mini
 
 ALL = tuple(LANGS)
 EN = ("en",)

@@ -32,7 +32,8 @@ from ..training import TrainConfig, train_drafter
 from . import asr
 from .build import MINI, SMOKE, Item, Mini, build_mini
 from .codec import SAMPLE_RATE
-from .train import talker_states, validation_losses
+from ..talker_inputs import talker_states
+from .train import validation_losses
 
 TREE_SIZES = (4, 8, 16, 32, 64)
 

@@ -16,17 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..talker_inputs import frame_embeddings, talker_prompt, teacher_forced_inputs
-
-
-@dataclass
-class Utterance:
-    """One training example: chat-formatted text ids [1, n + 8], language, speaker, codes [T, 16]."""
-
-    input_ids: torch.Tensor
-    language: str
-    speaker: str
-    codes: torch.Tensor
+from ..talker_inputs import Utterance, batch_inputs
 
 
 @dataclass(frozen=True)
@@ -53,31 +43,10 @@ class MiniTrainResult:
     predictor_loss: list[float] = field(default_factory=list)    # per step, mean CE per code position
 
 
-def _batch(model: nn.Module, batch: list[Utterance], non_streaming: bool):
-    """Right-padded talker inputs [B, L, H], mask [B, L], the position of each g_0, and c0 labels.
-
-    Same sequence as `teacher_forced_inputs`, with the frames of the whole batch embedded in one lookup
-    per table (a lookup per utterance makes the embedding backward dominate the step).
-    """
-    frames = frame_embeddings(model.talker, torch.cat([u.codes for u in batch])[None])[0].split(
-        [u.codes.shape[0] for u in batch])
-    seqs, starts, labels = [], [], []
-    for u, f in zip(batch, frames):
-        prompt = talker_prompt(model, u.input_ids, u.language, u.speaker, non_streaming)
-        x, y = teacher_forced_inputs(model, prompt, u.codes, frames=f[None])
-        seqs.append(x[0])
-        starts.append(prompt.prefix.shape[1] - 1)
-        labels.append(y)
-    length = max(s.shape[0] for s in seqs)
-    inputs = torch.stack([F.pad(s, (0, 0, 0, length - s.shape[0])) for s in seqs])
-    mask = torch.stack([(torch.arange(length) < s.shape[0]).long() for s in seqs])
-    return inputs, mask, starts, labels
-
-
 def utterance_losses(model: nn.Module, batch: list[Utterance], non_streaming: bool = False):
     """Teacher-forced (talker CE per frame, code-predictor CE per code position) over a batch, both means."""
     talker = model.talker
-    inputs, mask, starts, labels = _batch(model, batch, non_streaming)
+    inputs, mask, starts, labels = batch_inputs(model, batch, non_streaming)
     out = talker(inputs_embeds=inputs, attention_mask=mask, output_hidden_states=True)
     hidden = out.hidden_states[0][-1]                                            # [B, L, H]
     c0_logits, c0_labels, g, codes = [], [], [], []
@@ -133,7 +102,7 @@ def validation_losses(model: nn.Module, data: list[Utterance], batch_size: int =
     model.eval()
     for start in range(0, len(data), batch_size):
         batch = data[start:start + batch_size]
-        inputs, mask, starts, labels = _batch(model, batch, non_streaming)
+        inputs, mask, starts, labels = batch_inputs(model, batch, non_streaming)
         out = talker(inputs_embeds=inputs, attention_mask=mask, output_hidden_states=True)
         hidden = out.hidden_states[0][-1]
         for row, (s, y, u) in enumerate(zip(starts, labels, batch)):
@@ -144,17 +113,3 @@ def validation_losses(model: nn.Module, data: list[Utterance], batch_size: int =
             totals = ce if totals is None else totals + ce
             frames += u.codes.shape[0]
     return c0_sum / c0_n, totals / frames
-
-
-@torch.no_grad()
-def talker_states(model: nn.Module, data: list[Utterance], batch_size: int = 16,
-                  non_streaming: bool = False) -> list[torch.Tensor]:
-    """Teacher-forced talker states g [T, H] per utterance (the state that produced each frame's c0)."""
-    model.eval()
-    out = []
-    for start in range(0, len(data), batch_size):
-        batch = data[start:start + batch_size]
-        inputs, mask, starts, _ = _batch(model, batch, non_streaming)
-        hidden = model.talker(inputs_embeds=inputs, attention_mask=mask, output_hidden_states=True).hidden_states[0][-1]
-        out += [hidden[row, s:s + u.codes.shape[0]] for row, (s, u) in enumerate(zip(starts, batch))]
-    return out

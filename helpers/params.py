@@ -1,0 +1,163 @@
+"""Run parameters: one schema for the YAML files, the runner and every notebook's `parameters` cell.
+
+    P = load_params("params/mini.yaml", overrides={"seed": 1})     # validated RunParams
+    P = RunParams.from_dict(dict(run_name="x", ...))                 # same checks
+
+An unknown name, a wrong type or a value outside what is allowed fails at once, naming the key, the
+value and what is allowed. The defaults are the `mini` run, so a notebook opened in JupyterLab runs
+as is.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import yaml
+
+LANGUAGE_CODES = ("en", "de", "es", "ru", "ja", "zh")
+DRAFTER_KINDS = ("reused", "medusa", "offsets")
+CHOICES = {
+    "backend": ("mini", "qwen3"),
+    "mini_preset": ("mini", "smoke"),
+    "device": ("cpu", "cuda", "auto"),
+    "dtype": ("float64", "float32", "bfloat16", "float16"),
+    "attn_implementation": ("eager", "sdpa", "flash_attention_2"),
+}
+ITEM_CHOICES = {"languages": LANGUAGE_CODES, "drafters": DRAFTER_KINDS}
+POSITIVE = {"train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language", "depth",
+            "drafter_epochs", "drafter_batch_size", "acceptance_width", "tree_size", "top_k", "wer_seeds",
+            "num_shards", "latency_calls"}
+
+
+class ParamsError(ValueError):
+    """A parameter file or value that cannot be used; the message says what is allowed."""
+
+
+@dataclass
+class RunParams:
+    """Everything a run depends on. Defaults: the `mini` run (params/mini.yaml)."""
+
+    run_name: str = "mini"
+    output_dir: str = "outputs"
+    backend: str = "mini"
+    # backend "mini": which miniature (helpers.mini.build presets: model, codec and training sizes)
+    mini_preset: str = "mini"
+    # backend "qwen3": the official checkpoint, by hub id or local folder
+    model_id_or_path: str = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+    device: str = "cpu"
+    dtype: str = "float64"
+    attn_implementation: str = "eager"
+    seed: int = 0
+    # data: utterances per role (train/validation: drafter training; calibration: trees; evaluation per language)
+    languages: list[str] = field(default_factory=lambda: list(LANGUAGE_CODES))
+    train_samples: int = 300
+    validation_samples: int = 50
+    calibration_samples: int = 30
+    eval_samples_per_language: int = 10
+    # drafters and trees
+    depth: int = 3
+    drafters: list[str] = field(default_factory=lambda: list(DRAFTER_KINDS))
+    drafter_epochs: int = 1
+    drafter_lr: float = 1e-3
+    drafter_batch_size: int = 32
+    acceptance_width: int = 8
+    tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 16, 32, 64])
+    tree_size: int = 32
+    # sampling of c0 (talker) and c1..c15 (code predictor): the deployed settings
+    top_k: int = 50
+    top_p: float = 1.0
+    temperature: float = 0.9
+    # WER parity
+    wer_seeds: int = 3
+    audio_examples: int = 2
+    # scale-out (backend qwen3): this process's shard of extraction and evaluation
+    shard_index: int = 0
+    num_shards: int = 1
+    # latency and Core ML
+    latency_tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 16, 32, 64])
+    latency_calls: int = 200
+    latency_warmup: int = 20
+    coreml_tree_size: int = 16
+
+    def __post_init__(self):
+        for f in fields(self):
+            _check_type(f.name, getattr(self, f.name), f.type)
+        for name, allowed in CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ParamsError(f"{name}={getattr(self, name)!r} is not allowed; allowed: {', '.join(allowed)}")
+        for name, allowed in ITEM_CHOICES.items():
+            values = getattr(self, name)
+            bad = [v for v in values if v not in allowed]
+            if bad or not values or len(set(values)) != len(values):
+                raise ParamsError(f"{name}={values!r}: give a non-empty list without repeats from {', '.join(allowed)}")
+        for name in POSITIVE:
+            if getattr(self, name) < 1:
+                raise ParamsError(f"{name}={getattr(self, name)!r} must be >= 1")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.run_name):
+            raise ParamsError(f"run_name={self.run_name!r}: use letters, digits, '.', '_' or '-' (it names a folder)")
+        for name in ("tree_sizes", "latency_tree_sizes"):
+            if not getattr(self, name) or any(n < 1 for n in getattr(self, name)):
+                raise ParamsError(f"{name}={getattr(self, name)!r} must be a non-empty list of sizes >= 1")
+        if self.tree_size not in self.tree_sizes:
+            raise ParamsError(f"tree_size={self.tree_size} must be one of tree_sizes={self.tree_sizes}")
+        if self.depth > 14:
+            raise ParamsError(f"depth={self.depth} must be in 1..14 (15 codes per frame)")
+        if not 0.0 < self.top_p <= 1.0 or not self.temperature > 0 or not self.drafter_lr > 0:
+            raise ParamsError(f"top_p must be in (0, 1] (got {self.top_p}), temperature > 0 (got {self.temperature}), "
+                              f"drafter_lr > 0 (got {self.drafter_lr})")
+        if not 0 <= self.shard_index < self.num_shards:
+            raise ParamsError(f"shard_index={self.shard_index} must be in 0..num_shards-1 (num_shards={self.num_shards})")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "RunParams":
+        if not isinstance(values, dict):
+            raise ParamsError(f"parameters must be a mapping of name: value, got {type(values).__name__}")
+        allowed = [f.name for f in fields(cls)]
+        unknown = sorted(set(values) - set(allowed))
+        if unknown:
+            raise ParamsError(f"unknown parameter(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def run_dir(self) -> Path:
+        """outputs/<run name>/: executed notebooks, artifacts, figures, tables, metrics.json, report.md."""
+        return Path(self.output_dir) / self.run_name
+
+
+def _check_type(name: str, value, annotation: str) -> None:
+    kinds = {"str": str, "int": int, "float": (int, float), "bool": bool}
+    if annotation.startswith("list["):
+        inner = kinds[annotation[5:-1]]
+        ok = isinstance(value, list) and all(isinstance(v, inner) and not isinstance(v, bool) for v in value)
+    else:
+        kind = kinds[annotation]
+        ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+    if not ok:
+        raise ParamsError(f"{name}={value!r} has type {type(value).__name__}; expected {annotation}")
+
+
+def load_params(path: str | Path | None = None, overrides: dict | None = None) -> RunParams:
+    """Validated parameters from a YAML file (or the defaults) with `overrides` on top."""
+    values: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            available = sorted(p.name for p in Path("params").glob("*.yaml")) if Path("params").is_dir() else []
+            raise ParamsError(f"params file {str(path)!r} does not exist; available in params/: {', '.join(available)}")
+        values = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(values, dict):
+            raise ParamsError(f"{path}: expected a mapping of name: value at the top level")
+    return RunParams.from_dict({**values, **(overrides or {})})
+
+
+def parse_override(text: str) -> tuple[str, object]:
+    """'key=value' (value parsed as YAML: 3, 0.5, true, [16, 32], text) -> (key, value)."""
+    if "=" not in text:
+        raise ParamsError(f"override {text!r} must look like key=value")
+    key, raw = text.split("=", 1)
+    return key.strip(), yaml.safe_load(raw)
