@@ -7,7 +7,7 @@ Qwen3-TTS-12Hz-0.6B-CustomVoice) with its data and its audio side:
     backend.teacher_forced(samples)      # talker states g [F, H] and codes [F, 16] over every frame
     backend.synthesize(sample, decoder, seed)   # free-running, official generate, our inner loop switched in
     backend.decode(codes)                # codes [T, 16] -> mono float audio at backend.sample_rate
-    backend.transcribe(audio, lang)      # ASR transcripts, or None where the backend has no ASR for lang
+    backend.transcribe(audio, lang)      # ASR transcripts (backend.has_asr(lang) says where there is one)
 
 Teacher forcing and synthesis are the same for every backend (they only use the official model and
 `helpers.talker_inputs`); data, audio and ASR are the backend's own.
@@ -63,7 +63,15 @@ class Backend:
     def decode(self, codes: torch.Tensor) -> np.ndarray:
         raise NotImplementedError
 
-    def transcribe(self, audio: list[np.ndarray], lang: str) -> list[str] | None:
+    def has_asr(self, lang: str) -> bool:
+        """Whether `transcribe` can transcribe this language."""
+        raise NotImplementedError
+
+    def transcribe(self, audio: list[np.ndarray], lang: str) -> list[str]:
+        raise NotImplementedError
+
+    def error_rate(self, refs: list[str], hyps: list[str], lang: str) -> float:
+        """Corpus WER (CER where words are not space-separated) of transcripts against references."""
         raise NotImplementedError
 
     def dataset_name(self, role: str) -> str:
@@ -110,3 +118,12 @@ class Backend:
                 rows.append(dict(stage=role, dataset=self.dataset_name(role), language=self.languages[lang],
                                  samples=len(group), hours=seconds / 3600, frames=frames))
         return rows
+
+
+def load_backend(P) -> Backend:
+    """The backend named by the run parameters `P` (helpers.params.RunParams)."""
+    if P.backend == "mini":
+        from .mini.backend import MiniBackend
+        return MiniBackend.from_params(P)
+    from .qwen3.backend import Qwen3Backend
+    return Qwen3Backend.from_params(P)

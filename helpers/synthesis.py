@@ -34,6 +34,9 @@ def synthesize(model: nn.Module, input_ids: torch.Tensor, language: str, speaker
                decoder: SpeculativeDecoder | str = "ar", seed: int = 0, max_frames: int = 200,
                non_streaming_mode: bool = False, **talker_sampling) -> Synthesis:
     """One utterance. input_ids [1, n + 8] chat-formatted; talker_sampling: top_k, temperature, ... for c0."""
+    config = model.talker.generation_config
+    if config.pad_token_id is None:              # what transformers would pick anyway, without its warning
+        config.pad_token_id = model.config.talker_config.codec_eos_token_id
     torch.manual_seed(seed)
     with InnerLoop(model.talker, decoder, seed=seed) as loop:
         codes, hidden = model.generate(input_ids=[input_ids], languages=[language], speakers=[speaker],
