@@ -14,9 +14,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name rvq-spec --display-name "rvq-spec (.venv)" > /dev/null
 	touch $(STAMP)
 
-# The main job on the offline default: build the miniature (cached) and write its quality report.
+# The main job on the offline default: the notebook sequence on params/mini.yaml (the miniature is built
+# and cached on the first run) into outputs/mini/.
 run: setup
-	$(PY) -m helpers.mini.quality --preset mini
+	$(PY) -m helpers.run params/mini.yaml
 
 test: setup
 	$(PY) -m pytest -q

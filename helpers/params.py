@@ -10,12 +10,14 @@ as is.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import yaml
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
 LANGUAGE_CODES = ("en", "de", "es", "ru", "ja", "zh")
 DRAFTER_KINDS = ("reused", "medusa", "offsets")
 CHOICES = {
@@ -27,7 +29,7 @@ CHOICES = {
 }
 ITEM_CHOICES = {"languages": LANGUAGE_CODES, "drafters": DRAFTER_KINDS}
 POSITIVE = {"train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language", "depth",
-            "drafter_epochs", "drafter_batch_size", "acceptance_width", "tree_size", "top_k", "wer_seeds",
+            "drafter_epochs", "drafter_batch_size", "acceptance_width", "tree_size", "ceiling_frames", "top_k", "wer_seeds",
             "num_shards", "latency_calls"}
 
 
@@ -41,6 +43,7 @@ class RunParams:
 
     run_name: str = "mini"
     output_dir: str = "outputs"
+    cache_dir: str = "outputs/cache"        # built models shared across runs (the miniature's build)
     backend: str = "mini"
     # backend "mini": which miniature (helpers.mini.build presets: model, codec and training sizes)
     mini_preset: str = "mini"
@@ -65,6 +68,7 @@ class RunParams:
     acceptance_width: int = 8
     tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 16, 32, 64])
     tree_size: int = 32
+    ceiling_frames: int = 40                # calibration frames for the ideal drafter's ceiling (exact marginals)
     # sampling of c0 (talker) and c1..c15 (code predictor): the deployed settings
     top_k: int = 50
     top_p: float = 1.0
@@ -153,6 +157,19 @@ def load_params(path: str | Path | None = None, overrides: dict | None = None) -
         if not isinstance(values, dict):
             raise ParamsError(f"{path}: expected a mapping of name: value at the top level")
     return RunParams.from_dict({**values, **(overrides or {})})
+
+
+def notebook_params(namespace: dict) -> RunParams:
+    """A notebook's parameters: `params_file` plus every RunParams name set (not None) in the namespace.
+
+    Works the same in JupyterLab (the parameters cell's defaults) and under papermill (`-p name value`
+    injected after it). Moves the working directory to the repository root, where relative paths
+    (params/, outputs/) point, whichever folder the notebook was started from.
+    """
+    os.chdir(REPO_ROOT)
+    names = {f.name for f in fields(RunParams)}
+    overrides = {k: v for k, v in namespace.items() if k in names and v is not None}
+    return load_params(namespace.get("params_file"), overrides)
 
 
 def parse_override(text: str) -> tuple[str, object]:

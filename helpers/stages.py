@@ -16,7 +16,7 @@ import torch
 from .artifacts import cached_step, load_json, params_key, load_tensors, save_json, save_tensors
 from .backend import Backend, Sample, load_backend
 from .calibration import acceptance_table, expected_tokens_per_step, greedy_tree
-from .ceiling import target_sharpness
+from .ceiling import drafter_ceiling, target_sharpness
 from .decoding import SpeculativeDecoder
 from .drafters import Drafter, make_drafter
 from .params import RunParams
@@ -30,7 +30,7 @@ STAGE_FIELDS = {
     "data": ("backend", "mini_preset", "model_id_or_path", "dtype", "attn_implementation", "seed", "languages",
              "train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language"),
     "drafters": ("depth", "drafters", "drafter_epochs", "drafter_lr", "drafter_batch_size", "acceptance_width"),
-    "calibration": ("top_k", "top_p", "temperature", "tree_sizes"),
+    "calibration": ("top_k", "top_p", "temperature", "tree_sizes", "ceiling_frames"),
     "evaluation": ("tree_size",),
     "wer": ("wer_seeds",),
 }
@@ -141,6 +141,8 @@ class Calibration:
     expected: dict[str, dict[int, float]]          # expected tokens/step per drafter and N
     entropy: list[float]                           # target p_t entropy per position (nats)
     top_prob: list[float]                          # target p_t top probability per position
+    ceiling: list[list[float]]                     # the ideal drafter's a[d][r] (exact marginals), [K][8]
+    ceiling_covered: list[float]                   # probability mass its enumeration covered, per depth
     frames: int
 
 
@@ -156,8 +158,12 @@ def calibration(P: RunParams) -> Calibration:
         tables = {k: acceptance_table(d, h, codes, P.acceptance_width) for k, d in trained.drafters.items()}
         save_tensors(folder / "tables.safetensors", tables)
         entropy, top = target_sharpness(predictor, h, sampler(P))
+        pick = torch.linspace(0, len(codes) - 1, min(P.ceiling_frames, len(codes))).long()
+        ceiling, covered = drafter_ceiling(predictor, g[pick], codes[pick], sampler(P), depth=P.depth, width=32,
+                                           m=P.acceptance_width, beam=1024)
         trees = {k: {n: greedy_tree(a, n).paths for n in P.tree_sizes} for k, a in tables.items()}
         save_json(folder / "calibration.json", {"trees": trees, "entropy": entropy.tolist(), "top_prob": top.tolist(),
+                                                "ceiling": ceiling.tolist(), "ceiling_covered": covered.tolist(),
                                                 "frames": len(codes)})
 
     def load(folder):
@@ -166,7 +172,8 @@ def calibration(P: RunParams) -> Calibration:
         trees = {k: {int(n): SparseTree(paths) for n, paths in by_n.items()} for k, by_n in c["trees"].items()}
         expected = {k: {n: expected_tokens_per_step(t, tables[k]) for n, t in by_n.items()}
                     for k, by_n in trees.items()}
-        return Calibration(tables, trees, expected, c["entropy"], c["top_prob"], c["frames"])
+        return Calibration(tables, trees, expected, c["entropy"], c["top_prob"], c["ceiling"], c["ceiling_covered"],
+                           c["frames"])
 
     return _cached(P, "calibration", build, load)
 
@@ -182,7 +189,7 @@ def decoder(P: RunParams, kind: str, n: int) -> SpeculativeDecoder:
 class Evaluation:
     samples: list[Sample]
     ar: list[Synthesis]                            # AR synthesis per evaluation sample (seed P.seed + index)
-    spec_calls: list[list[int]]                    # speculative (main drafter, N = tree_size), full official path
+    spec: list[Synthesis]                          # speculative (main drafter, N = tree_size), full official path
     frames_compared: int
     frames_identical: int
     replay: dict[str, dict[int, float]]            # measured tokens/step per drafter and N (replayed inner loop)
@@ -233,8 +240,8 @@ def evaluation(P: RunParams) -> Evaluation:
 
     def load(folder):
         e = load_json(folder / "evaluation.json")
-        spec = _load_runs(folder / "spec.safetensors", len(samples))
-        return Evaluation(samples, _load_runs(folder / "ar.safetensors", len(samples)), [r.calls for r in spec],
+        return Evaluation(samples, _load_runs(folder / "ar.safetensors", len(samples)),
+                          _load_runs(folder / "spec.safetensors", len(samples)),
                           e["frames_compared"], e["frames_identical"],
                           {k: {int(n): v for n, v in by_n.items()} for k, by_n in e["replay"].items()})
 
@@ -244,7 +251,7 @@ def evaluation(P: RunParams) -> Evaluation:
 def per_language(ev: Evaluation) -> dict[str, dict]:
     """Tokens/step of the speculative inner loop per language (AR is 1 by definition), frames and audio seconds."""
     out: dict[str, dict] = {}
-    for s, calls in zip(ev.samples, ev.spec_calls):
+    for s, calls in zip(ev.samples, (r.calls for r in ev.spec)):
         row = out.setdefault(s.lang, {"frames": 0, "calls": 0})
         row["frames"] += len(calls)
         row["calls"] += sum(calls)
@@ -254,7 +261,8 @@ def per_language(ev: Evaluation) -> dict[str, dict]:
 
 # -- WER parity: AR vs speculative synthesis over several seeds, transcribed ------------------------
 def wer(P: RunParams) -> dict:
-    """{lang: {"wer_ar": [per seed], "wer_spec": [...], "frames_compared", "frames_identical"}} for languages with ASR."""
+    """Per language with an ASR: {"wer_ar": [per seed], "wer_spec": [per seed], "wer_codec": the ground-truth codes
+    decoded (what the codec alone loses), "frames_compared", "frames_identical", "transcripts": first seed's}."""
     b = backend(P)
     samples = b.samples("evaluation")
 
@@ -265,7 +273,10 @@ def wer(P: RunParams) -> dict:
             group = [s for s in samples if s.lang == lang]
             if not group or not b.has_asr(lang):
                 continue
-            row = {"wer_ar": [], "wer_spec": [], "frames_compared": 0, "frames_identical": 0, "transcripts": []}
+            refs = [s.text for s in group]
+            codec = b.transcribe([b.decode(s.codes) for s in group], lang)
+            row = {"wer_ar": [], "wer_spec": [], "wer_codec": b.error_rate(refs, codec, lang), "frames_compared": 0,
+                   "frames_identical": 0, "transcripts": []}
             for s_idx in range(P.wer_seeds):
                 seeds = [P.seed + s_idx * WER_SEED_STRIDE + i for i in range(len(group))]
                 ar = [b.synthesize(s, "ar", seed=seed) for s, seed in zip(group, seeds)]
@@ -273,7 +284,6 @@ def wer(P: RunParams) -> dict:
                 compared, identical = compare_codes(ar, spec)
                 row["frames_compared"] += compared
                 row["frames_identical"] += identical
-                refs = [s.text for s in group]
                 for name, runs in (("ar", ar), ("spec", spec)):
                     hyps = b.transcribe([b.decode(r.codes) for r in runs], lang)
                     row[f"wer_{name}"].append(b.error_rate(refs, hyps, lang))

@@ -8,6 +8,7 @@ voice, like FLEURS). English has an offline ASR (pocketsphinx); the other langua
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -36,7 +37,7 @@ class MiniBackend(Backend):
         self.talker_sampling = dict(talker_sampling or {})
 
     @classmethod
-    def from_params(cls, P: RunParams, cache_dir: str = "outputs/cache/mini", log=print) -> "MiniBackend":
+    def from_params(cls, P: RunParams, log=print) -> "MiniBackend":
         """Build (or load from the cache) the miniature of `P.mini_preset` with P's corpus sizes."""
         if P.dtype not in DTYPES or P.device != "cpu" and P.device != "auto":
             raise ValueError(f"the mini backend runs on device cpu in {' or '.join(DTYPES)}; "
@@ -47,7 +48,7 @@ class MiniBackend(Backend):
         torch.set_num_threads(1)             # tiny matrices: one thread is fastest (and not 15x slower under load)
         sampling = dict(top_k=P.top_k, top_p=P.top_p, temperature=P.temperature, subtalker_top_k=P.top_k,
                         subtalker_top_p=P.top_p, subtalker_temperature=P.temperature)
-        return cls(build_mini(cfg, cache_dir, log=log), P.languages, DTYPES[P.dtype], sampling)
+        return cls(build_mini(cfg, Path(P.cache_dir) / "mini", log=log), P.languages, DTYPES[P.dtype], sampling)
 
     def samples(self, role: str) -> list[Sample]:
         if role not in ROLE_ITEMS:

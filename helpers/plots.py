@@ -1,0 +1,117 @@
+"""The notebooks' figures (matplotlib/seaborn). Each function returns a Figure; `save` writes it as PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+if not matplotlib.get_backend().lower().startswith(("module://matplotlib_inline", "module://ipykernel")):
+    matplotlib.use("Agg")                    # headless (tests, papermill without a display)
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+
+from .artifacts import atomic_write
+from .tree import SparseTree
+
+sns.set_theme(style="whitegrid", context="notebook")
+
+
+def save(fig, folder: str | Path, name: str) -> Path:
+    """Write `<folder>/<name>.png` atomically; returns the path."""
+    return atomic_write(Path(folder) / f"{name}.png", lambda p: fig.savefig(p, format="png", dpi=120,
+                                                                            bbox_inches="tight"))
+
+
+def loss_curves(history: dict[str, list[float]]):
+    """Training loss per step, one line per drafter."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for name, losses in history.items():
+        ax.plot(np.arange(1, len(losses) + 1), losses, label=name)
+    ax.set(xlabel="training step", ylabel="summed draft cross-entropy (nats)", title="Drafter training")
+    ax.legend()
+    return fig
+
+
+def topm_accuracy(tables: dict[str, list[list[float]]], title: str):
+    """Top-m draft accuracy per depth: cumulative a[d][r] over ranks; one panel per depth."""
+    depth = len(next(iter(tables.values())))
+    fig, axes = plt.subplots(1, depth, figsize=(3.2 * depth, 3), sharey=True, squeeze=False)
+    for j, ax in enumerate(axes[0]):
+        for name, a in tables.items():
+            top_m = np.cumsum(a[j])
+            ax.plot(np.arange(1, len(top_m) + 1), top_m, marker="o", label=name)
+        ax.set(title=f"depth {j + 1}", xlabel="m (drafts kept)", ylim=(0, 1))
+    axes[0][0].set_ylabel("top-m accuracy")
+    axes[0][-1].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def tree_drawing(tree: SparseTree, title: str = ""):
+    """The draft tree: depth left to right, each node labelled with its draft rank."""
+    fig, ax = plt.subplots(figsize=(6, max(2.5, 0.22 * tree.size)))
+    order = sorted(range(1, tree.size + 1), key=lambda i: tree.paths[i - 1])     # depth-first: subtrees together
+    y = {i: -float(row) for row, i in enumerate(order)}
+    y[0] = float(np.mean([y[i] for i in range(1, tree.size + 1) if tree.depth_list[i] == 1]))
+    for i in range(1, tree.size + 1):
+        parent = int(tree.parent[i])
+        ax.plot([tree.depth_list[parent], tree.depth_list[i]], [y[parent], y[i]], color="0.6", lw=1, zorder=1)
+    for i in range(tree.size + 1):
+        ax.scatter(tree.depth_list[i], y[i], s=160, color="C1" if i == 0 else "C0", zorder=2)
+        ax.annotate("root" if i == 0 else str(int(tree.rank[i])), (tree.depth_list[i], y[i]), ha="center",
+                    va="center", fontsize=7, color="white", zorder=3)
+    ax.set(xticks=range(tree.max_depth + 1), xticklabels=["c_t"] + [f"+{d}" for d in range(1, tree.max_depth + 1)],
+           yticks=[], title=title or f"Draft tree, N = {tree.size} (labels: draft rank)")
+    ax.grid(False)
+    return fig
+
+
+def attention_mask(tree: SparseTree, title: str = ""):
+    """The tree attention mask (query x query, root first): a node sees the root, its ancestors and itself."""
+    fig, ax = plt.subplots(figsize=(4.5, 4))
+    sns.heatmap(tree.mask.numpy().astype(int), cmap="Blues", cbar=False, square=True, ax=ax,
+                xticklabels=False, yticklabels=False)
+    ax.set(xlabel="key (root, then nodes by depth)", ylabel="query", title=title or f"Tree attention mask, N = {tree.size}")
+    return fig
+
+
+def tokens_vs_tree_size(expected: dict[str, dict[int, float]], measured: dict[str, dict[int, float]] | None = None):
+    """Tokens per call vs tree size N: expected from the calibration table (dashed), measured (solid)."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for i, (name, by_n) in enumerate(expected.items()):
+        ns = sorted(by_n)
+        ax.plot(ns, [by_n[n] for n in ns], ls="--", color=f"C{i}", label=f"{name} expected")
+        if measured and name in measured:
+            ax.plot(ns, [measured[name][n] for n in ns], marker="o", color=f"C{i}", label=f"{name} measured")
+    ax.set(xscale="log", xlabel="tree size N", ylabel="tokens per call", title="Tokens/step vs tree size")
+    ax.set_xticks(sorted(next(iter(expected.values()))), labels=[str(n) for n in sorted(next(iter(expected.values())))])
+    ax.axhline(1.0, color="0.5", lw=0.8)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def per_language(rows: dict[str, dict], key: str, ylabel: str, paper: dict[str, float] | None = None):
+    """A bar per language of `rows[lang][key]`, the paper's value as a marker where given."""
+    langs = list(rows)
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.bar(langs, [rows[c][key] for c in langs], color="C0", label="this run")
+    if paper:
+        ax.scatter([c for c in langs if c in paper], [paper[c] for c in langs if c in paper], color="C3",
+                   marker="D", zorder=3, label="paper")
+    ax.set(ylabel=ylabel)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def target_sharpness(entropy: list[float], top_prob: list[float]):
+    """Entropy and top probability of the target p_t per code position: what acceptance is capped by."""
+    fig, ax = plt.subplots(figsize=(6, 3))
+    t = np.arange(1, len(entropy) + 1)
+    ax.plot(t, entropy, marker="o", label="entropy (nats)")
+    ax.plot(t, top_prob, marker="s", label="top probability")
+    ax.set(xlabel="code position t", title="How confident the code predictor is", xticks=t)
+    ax.legend(fontsize=8)
+    return fig

@@ -1,0 +1,89 @@
+"""`outputs/<run>/report.md`: the run's tables next to the paper's numbers (helpers/paper_numbers.yaml)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from .artifacts import atomic_write
+from .metrics import load_metrics
+from .params import RunParams
+from .tables import markdown
+
+PAPER = yaml.safe_load((Path(__file__).parent / "paper_numbers.yaml").read_text())
+PAPER_DRAFTERS = {"reused": "reused_lm_heads", "medusa": "medusa_heads", "offsets": "position_offsets"}
+
+
+TABLE1 = ("stage", "dataset", "language", "samples", "hours", "frames")
+
+
+def _paper_error(row: dict, system: str) -> float | None:
+    return row[system].get("wer", row[system].get("cer"))
+
+
+def _percent(value: float | None) -> float | None:
+    return None if value is None else 100 * value
+
+
+def sections(P: RunParams, m: dict) -> list[str]:
+    run = m.get("run", {})
+    out = [f"# Report: run `{P.run_name}` (backend `{P.backend}`)", "",
+           f"Git revision `{run.get('git_revision')}`{' (uncommitted changes)' if run.get('git_dirty') else ''}, "
+           f"device {run.get('device')}, seed {P.seed}. Wall time per notebook (s): "
+           + ", ".join(f"{k} {v}" for k, v in run.get("wall_s", {}).items()) + ".", ""]
+    if "data" in m:
+        ours = [{k: row[k] for k in TABLE1} for row in m["data"]["table"]]
+        paper = [dict(zip(TABLE1, r[:5] + [float(r[5])])) for r in PAPER["table1_datasets"]]
+        out += ["## Table 1: data", "", "This run:", "", markdown(ours), "", "Paper:", "",
+                markdown(paper), ""]
+    if "drafters" in m:
+        rows = []
+        for kind in [k for k in P.drafters if k in m["drafters"]]:
+            d, p = m["drafters"][kind], PAPER["table2_drafters"][PAPER_DRAFTERS[kind]]
+            rows.append({"drafter": kind, "added params": d.get("added_params"),
+                         f"tokens/step (N={P.tree_size})": d.get("toks_per_step"),
+                         "expected": d.get("expected_toks_per_step"),
+                         "paper tokens/step": p["toks_per_step"], "paper added params": int(float(p["added_params"]))})
+        out += ["## Table 2: drafter ablation", "", markdown(rows), "",
+                "Added parameters are this backend's; the paper's are on the 0.6B model (offsets: K x 1024).", ""]
+    if "languages" in m:
+        rows = []
+        for lang, r in m["languages"].items():
+            p = PAPER["table3_languages"].get(lang)
+            rows.append({"language": lang, "frames": r.get("frames"), "tokens/step AR": r.get("toks_per_step_ar"),
+                         "tokens/step spec": r.get("toks_per_step_spec"), "WER AR %": _percent(r.get("wer_ar")),
+                         "WER spec %": _percent(r.get("wer_spec")), "paper spec": p and p["spec"]["toks_per_step"],
+                         "paper WER AR %": p and _paper_error(p, "ar"), "paper WER spec %": p and _paper_error(p, "spec")})
+        out += ["## Table 3: per language", "", markdown(rows), "",
+                "WER in percent (the paper: CER for ja and zh); n/a where this backend has no ASR.", ""]
+    if "tree" in m:
+        ceiling = PAPER["figure4_latency"]["acceptance_ceiling"]
+        rows = [{"N": int(n), "expected tokens/step": r.get("expected_toks_per_step"),
+                 "measured tokens/step": r.get("measured_toks_per_step"), "paper ceiling": ceiling.get(int(n))}
+                for n, r in sorted(m["tree"].items(), key=lambda kv: int(kv[0]))]
+        out += ["## Tokens/step vs tree size (main drafter)", "", markdown(rows), ""]
+    if "lossless" in m:
+        lo = m["lossless"]
+        verdict = "identical" if lo["frames_identical"] == lo["frames_compared"] else "NOT identical"
+        out += ["## Losslessness", "", f"Speculative vs AR codes from the same seeds: {lo['frames_identical']:,} of "
+                f"{lo['frames_compared']:,} frames identical ({verdict}).", ""]
+    if "latency" in m:
+        for device, by_n in m["latency"].items():
+            rows = [{"N": n, **r} for n, r in by_n.items() if isinstance(r, dict)]
+            if rows:
+                out += [f"## Latency on {device}", "", markdown(rows), ""]
+    if "coreml" in m:
+        out += ["## Core ML export", "", markdown([{"package": k, **v} for k, v in m["coreml"].items()
+                                                   if isinstance(v, dict)]), ""]
+    figures = sorted((P.run_dir / "figures").glob("*.png")) if (P.run_dir / "figures").is_dir() else []
+    if figures:
+        out += ["## Figures", ""] + [f"![{f.stem}](figures/{f.name})" for f in figures] + [""]
+    return out
+
+
+def write_report(P: RunParams) -> str:
+    """Write outputs/<run>/report.md from metrics.json; returns its text."""
+    text = "\n".join(sections(P, load_metrics(P)))
+    atomic_write(P.run_dir / "report.md", lambda p: p.write_text(text))
+    return text
