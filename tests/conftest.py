@@ -16,6 +16,12 @@ SPECS = {
 }
 
 
+@pytest.fixture(scope="session")
+def smoke_cache(tmp_path_factory):
+    """One cache folder per test session: the smoke miniature is built once, for every test that needs it."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture(scope="session", params=list(SPECS))
 def tiny(request):
     """(spec, talker, predictor) in float64 on CPU."""

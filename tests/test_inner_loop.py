@@ -8,6 +8,8 @@ from drafting import TREES, random_drafters
 from helpers.code_predictor import CodePredictor
 from helpers.decoding import SpeculativeDecoder
 from helpers.inner_loop import InnerLoop
+from helpers.replay import replay_calls
+from helpers.synthesis import Synthesis
 from helpers.mini.model import MiniModelSpec, TextVocab, build_mini_model
 from helpers.sampling import SamplerConfig
 from helpers.talker_inputs import talker_prompt, teacher_forced_inputs
@@ -82,3 +84,17 @@ def test_clear_errors(model):
         VOCAB.chat_ids(list("xyz"))
     with pytest.raises(ValueError, match="'ar' or a SpeculativeDecoder"):
         InnerLoop(model.talker, "greedy")
+
+
+def test_replay_reproduces_the_calls_of_a_full_synthesis(model):
+    predictor = CodePredictor.from_talker(model.talker)
+    decoder = SpeculativeDecoder(predictor, random_drafters(predictor)["offsets"], TREES["sparse16"], SamplerConfig())
+    runs, calls = [], []
+    for seed in (4, 5):
+        codes, hidden, loop = synthesize(model, decoder, seed=seed)
+        runs.append(Synthesis(codes, hidden, loop.calls[:codes.shape[0]]))
+        calls.append(loop.calls[:codes.shape[0]])
+    assert replay_calls(decoder, runs, [4, 5]) == calls
+    assert any(c < 15 for frame in calls for c in frame)                  # speculation did something
+    with pytest.raises(RuntimeError, match="replay of frame"):
+        replay_calls(decoder, runs, [5, 4])                               # wrong uniforms: other codes

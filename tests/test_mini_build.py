@@ -13,7 +13,7 @@ from helpers.decoding import SpeculativeDecoder
 from helpers.drafters import ReusedHeads
 from helpers.mini.build import SMOKE, MiniBuildConfig, build_mini
 from helpers.mini.codec import CodecConfig, fit_codec
-from helpers.mini.quality import free_running
+from helpers.mini.backend import MiniBackend
 from helpers.mini.speech import speak_all
 from helpers.sampling import SamplerConfig
 
@@ -21,8 +21,8 @@ from drafting import TABLE
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("mini-cache")
+def built(smoke_cache):
+    cache = smoke_cache / "mini"
     logs = []
     mini = build_mini(SMOKE, cache, log=logs.append)
     return mini, cache, logs
@@ -77,8 +77,10 @@ def test_speculative_equals_ar_over_whole_utterances(built):
     model = mini.model.double()
     predictor = CodePredictor.from_talker(model.talker)
     decoder = SpeculativeDecoder(predictor, ReusedHeads(predictor), greedy_tree(TABLE, 16), SamplerConfig())
-    items = mini.items["evaluation"][:4]
-    ar, spec = free_running(mini, items, "ar", seed=7), free_running(mini, items, decoder, seed=7)
+    backend = MiniBackend(mini, ["en", "de", "es", "ru", "ja", "zh"])
+    samples = backend.samples("evaluation")[:4]
+    ar = [backend.synthesize(s, "ar", seed=7) for s in samples]
+    spec = [backend.synthesize(s, decoder, seed=7) for s in samples]
     for a, s in zip(ar, spec):
         assert torch.equal(a.codes, s.codes) and a.codes.shape[0] >= 2
     assert sum(map(sum, (s.calls for s in spec))) < sum(map(sum, (a.calls for a in ar)))
@@ -102,18 +104,17 @@ def test_clear_errors():
         speak_all([("en", "hello", "zoe")])
 
 
-def test_quality_report_on_the_smoke_miniature(built):
-    from helpers.mini.quality import quality_report, render
+def test_backend_roles_and_dataset_table(built):
     mini, _, _ = built
-    report = quality_report(mini, ceiling_frames=3, progress=False)
-    lo = report["lossless"]
-    assert lo["frames_compared"] > 0 and lo["frames_identical"] == lo["frames_compared"]
-    assert set(report["measured_tokens_per_step"]) == {"reused", "offsets", "medusa"}
-    assert all(1.0 <= v <= 15.0 for d in report["measured_tokens_per_step"].values() for v in d.values())
-    assert set(report["languages"]) == {"en", "de", "es", "ru", "ja", "zh"}
-    assert set(report["wer_en"]) == {"espeak reference", "codec round trip", "AR synthesis", "speculative synthesis"}
-    assert len(report["validation_ce"]["per_position"]) == 15 and len(report["target"]["entropy"]) == 15
-    text = render(report, "smoke", 1.0)
-    for heading in ("Codec", "cross-entropy", "Tokens/step", "ceiling", "WER", "Losslessness"):
-        assert heading in text
+    backend = MiniBackend(mini, ["en", "ja"])
+    assert len(backend.samples("train")) == SMOKE.offsets_train and len(backend.samples("calibration")) == SMOKE.calibration
+    assert {s.lang for s in backend.samples("evaluation")} == {"en", "ja"}
+    rows = backend.dataset_table()
+    assert [r["stage"] for r in rows] == ["train", "validation", "calibration", "evaluation", "evaluation"]
+    assert all(r["frames"] > 0 and r["hours"] > 0 for r in rows)
+    assert backend.has_asr("en") and not backend.has_asr("ja")
+    with pytest.raises(ValueError, match="unknown role 'test'; allowed: train, validation, calibration, evaluation"):
+        backend.samples("test")
+    with pytest.raises(ValueError, match="unknown language 'de' for backend mini; allowed: en, ja"):
+        backend.language("de")
     mini.model.float()

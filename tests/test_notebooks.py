@@ -1,0 +1,86 @@
+"""The notebook sequence: its structure, a papermill run of all of it on params/smoke.yaml (complete metrics,
+lossless), one notebook run alone with the papermill CLI, and a failing notebook named with its output."""
+
+import json
+import subprocess
+import sys
+
+import nbformat
+import papermill
+import pytest
+
+from helpers.metrics import missing_keys, required_keys
+from helpers.params import REPO_ROOT, RunParams, load_params
+from helpers.run import notebooks
+
+FIELDS = set(RunParams().to_dict())
+
+
+def test_every_notebook_has_one_parameters_cell_defaulting_to_mini():
+    found = notebooks()
+    assert {"00", "01", "02", "03", "04", "05", "08"} <= {p.name[:2] for p in found}
+    for path in found:
+        nb = nbformat.read(path, as_version=4)
+        tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert len(tagged) == 1, path.name
+        declared = papermill.inspect_notebook(str(path))
+        assert declared["params_file"]["default"] == '"params/mini.yaml"', path.name
+        assert set(declared) - {"params_file"} <= FIELDS, path.name
+        assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{path.name} has outputs"
+
+
+def run(*args, timeout=1200):
+    return subprocess.run([sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory, smoke_cache):
+    out = tmp_path_factory.mktemp("outputs")
+    result = run("-m", "helpers.run", "params/smoke.yaml", "-p", f"output_dir={out}", "-p", f"cache_dir={smoke_cache}")
+    return out, result
+
+
+def test_the_whole_sequence_runs_on_smoke_with_complete_metrics(smoke_run):
+    out, result = smoke_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    run_dir = out / "smoke"
+    P = load_params(REPO_ROOT / "params" / "smoke.yaml")
+    names = [p.stem for p in notebooks()]
+    assert [line.split()[1] for line in result.stdout.splitlines() if line.startswith("[")] == names
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert missing_keys(metrics, required_keys(P)) == []
+    lossless = metrics["lossless"]
+    assert lossless["frames_compared"] > 100 and lossless["frames_identical"] == lossless["frames_compared"]
+    assert set(metrics["run"]["wall_s"]) == set(names)
+    assert metrics["languages"]["en"]["wer_ar"] is not None and metrics["languages"]["de"]["wer_ar"] is None
+    for n in P.tree_sizes:
+        assert 1.0 < metrics["tree"][str(n)]["measured_toks_per_step"] <= 15.0
+    assert metrics["drafters"]["offsets"]["added_params"] == P.depth * 64          # K x H of the smoke model
+    for name in names:
+        assert (run_dir / f"{name}.ipynb").exists()
+    assert {"03_tree.png", "03_tree_attention_mask.png", "04_tokens_vs_n.png"} <= {
+        p.name for p in (run_dir / "figures").glob("*.png")}
+    assert (run_dir / "tables" / "table2_drafters.csv").exists()
+    report = (run_dir / "report.md").read_text()
+    for heading in ("Table 1", "Table 2", "Table 3", "Losslessness", "Figures"):
+        assert heading in report
+
+
+def test_one_notebook_runs_alone_with_the_papermill_cli(smoke_run, smoke_cache, tmp_path):
+    out, _ = smoke_run
+    nb = REPO_ROOT / "notebooks" / "01_data_and_teacher_forcing.ipynb"
+    result = run("-m", "papermill", str(nb), str(tmp_path / "out.ipynb"), "-p", "params_file", "params/smoke.yaml",
+                 "-p", "run_name", "alone", "-p", "output_dir", str(out), "-p", "cache_dir", str(smoke_cache),
+                 "--cwd", str(REPO_ROOT / "notebooks"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((out / "alone" / "metrics.json").read_text())
+    assert metrics["data"]["teacher_forced"]["train"]["frames"] > 0
+
+
+def test_a_failing_notebook_is_named_with_its_partial_output(smoke_run, tmp_path):
+    out, _ = smoke_run
+    result = run("-m", "helpers.run", "params/smoke.yaml", "--only", "01", "-p", "run_name=broken",
+                 "-p", f"output_dir={out}", "-p", "backend=qwen3", "-p", f"model_id_or_path={tmp_path / 'missing'}")
+    assert result.returncode == 1
+    assert "notebook 01_data_and_teacher_forcing.ipynb failed in cell" in result.stderr
+    assert (out / "broken" / "01_data_and_teacher_forcing.ipynb").exists()
