@@ -2,8 +2,10 @@
 from `datasets`, teacher forcing, offsets training, calibration, speculative synthesis with audio out, Whisper
 transcripts; and the clear errors."""
 
+import importlib.util
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -127,3 +129,13 @@ def test_clear_errors(backend, qwen3_tiny, tmp_path):
         with pytest.raises(RuntimeError, match="device='cuda' was asked for, but CUDA is not available"):
             Qwen3Backend.from_params(tiny_params(qwen3_tiny, device="cuda"))
     assert P.device == "cpu"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where there is no CUDA")
+def test_quick_cuda_script_refuses_without_cuda():
+    path = Path(__file__).resolve().parents[1] / "scripts" / "qwen3_quick_cuda.py"
+    spec = importlib.util.spec_from_file_location("qwen3_quick_cuda", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    with pytest.raises(SystemExit, match="CUDA is not available here"):
+        script.main([])

@@ -5,7 +5,7 @@ joins the blocks in shard order, so the merged artifact is the one a single proc
     torchrun --nproc-per-node 8 -m helpers.qwen3.shards extract --params ... --out DIR train   # one block per GPU
     python -m helpers.qwen3.shards merge --out DIR --num-shards 8 train
 
-A shard is `DIR/<name>.shard-<i>-of-<n>.json` (lists per utterance: ids, languages, ... or evaluation rows)
+A shard is `DIR/<name>-shard-<i>-of-<n>.json` (lists per utterance: ids, languages, ... or evaluation rows)
 plus, for extraction, `.safetensors` (g [F, H_talker], codes [F, 16], frames [utterances]). Merging
 concatenates lists and tensors; it refuses while a shard is missing. Under `torchrun` / `accelerate launch`
 the shard is the process's RANK of WORLD_SIZE (and its GPU is LOCAL_RANK) unless the params set num_shards.
@@ -40,7 +40,7 @@ def launcher_shard(P) -> tuple[int, int]:
 
 
 def shard_stem(folder, name: str, shard_index: int, num_shards: int) -> Path:
-    return Path(folder) / f"{name}.shard-{shard_index}-of-{num_shards}"
+    return Path(folder) / f"{name}-shard-{shard_index}-of-{num_shards}"
 
 
 def extract_shard(backend, role: str, folder, shard_index: int = 0, num_shards: int = 1) -> Path:
@@ -124,7 +124,6 @@ def main(argv=None) -> None:
     index, num = launcher_shard(P)
     if "LOCAL_RANK" in os.environ and P.device in ("cuda", "auto") and torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", torch.get_num_threads()))))
     backend = Qwen3Backend.from_params(P)
     for role in args.roles:
         print(f"extracted {extract_shard(backend, role, args.out, index, num)}")
