@@ -45,7 +45,11 @@ def shard_stem(folder, name: str, shard_index: int, num_shards: int) -> Path:
 
 def extract_shard(backend, role: str, folder, shard_index: int = 0, num_shards: int = 1) -> Path:
     """Teacher-forced g [F, H_talker] and codes [F, 16] of this shard's utterances of `role`."""
-    samples = backend.encode(shard_of(backend.records(role), shard_index, num_shards))
+    records = backend.records(role)
+    samples = backend.encode(shard_of(records, shard_index, num_shards))
+    if not samples:
+        raise ValueError(f"shard {shard_index} of {num_shards} has no {role} utterances ({len(records)} in all); "
+                         "use fewer shards")
     g, codes = backend.teacher_forced(samples, batch_size=backend.P.extraction_batch_size)
     stem = shard_stem(folder, role, shard_index, num_shards)
     save_tensors(stem.with_suffix(".safetensors"),
