@@ -29,8 +29,10 @@ CHOICES = {
 }
 ITEM_CHOICES = {"languages": LANGUAGE_CODES, "drafters": DRAFTER_KINDS}
 POSITIVE = {"train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language", "depth",
-            "drafter_epochs", "drafter_batch_size", "acceptance_width", "tree_size", "ceiling_frames", "top_k", "wer_seeds",
-            "num_shards", "latency_calls"}
+            "drafter_epochs", "drafter_batch_size", "acceptance_width", "tree_size", "ceiling_frames", "top_k",
+            "wer_seeds", "num_shards", "latency_calls", "asr_batch_size", "extraction_batch_size"}
+NON_EMPTY = ("model_id_or_path", "voxpopuli_id", "voxpopuli_config", "voxpopuli_split", "librispeech_id",
+             "librispeech_config", "librispeech_split", "fleurs_id", "fleurs_split", "whisper_id")
 
 
 class ParamsError(ValueError):
@@ -79,6 +81,24 @@ class RunParams:
     # scale-out (backend qwen3): this process's shard of extraction and evaluation
     shard_index: int = 0
     num_shards: int = 1
+    # backend "qwen3": voice, data and ASR. A dataset id is a hub id or a local folder in the hub layout (parquet
+    # files and a README listing the configs) or made by `save_to_disk` (<id>/<config>); FLEURS configs per language
+    # are fixed (en_us, de_de, es_419, ru_ru, ja_jp, cmn_hans_cn). Utterances longer than max_utterance_seconds are skipped.
+    # speaker: the CustomVoice speaker of every utterance ("" for none); whisper_id: any Whisper checkpoint.
+    speaker: str = "ryan"
+    voxpopuli_id: str = "facebook/voxpopuli"
+    voxpopuli_config: str = "en"
+    voxpopuli_split: str = "train"
+    librispeech_id: str = "openslr/librispeech_asr"
+    librispeech_config: str = "clean"
+    librispeech_split: str = "test"
+    fleurs_id: str = "google/fleurs"
+    fleurs_split: str = "test"
+    streaming: bool = True
+    max_utterance_seconds: float = 20.0
+    whisper_id: str = "openai/whisper-large-v3-turbo"
+    asr_batch_size: int = 8
+    extraction_batch_size: int = 16
     # latency and Core ML
     latency_tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 16, 32, 64])
     latency_calls: int = 200
@@ -111,6 +131,11 @@ class RunParams:
         if not 0.0 < self.top_p <= 1.0 or not self.temperature > 0 or not self.drafter_lr > 0:
             raise ParamsError(f"top_p must be in (0, 1] (got {self.top_p}), temperature > 0 (got {self.temperature}), "
                               f"drafter_lr > 0 (got {self.drafter_lr})")
+        empty = [name for name in NON_EMPTY if not getattr(self, name).strip()]
+        if empty:
+            raise ParamsError(f"{', '.join(empty)}: give a hub id or a local folder, not an empty string")
+        if not self.max_utterance_seconds > 0:
+            raise ParamsError(f"max_utterance_seconds={self.max_utterance_seconds} must be > 0")
         if not 0 <= self.shard_index < self.num_shards:
             raise ParamsError(f"shard_index={self.shard_index} must be in 0..num_shards-1 (num_shards={self.num_shards})")
 

@@ -34,3 +34,12 @@ def frame_inputs(spec, n, seed, dtype=torch.float64):
     from helpers.tiny import random_frame_inputs
     return random_frame_inputs(spec.talker_hidden_size, spec.talker_vocab_size, n,
                                torch.Generator().manual_seed(seed), dtype)
+
+
+@pytest.fixture(scope="session")
+def qwen3_tiny(tmp_path_factory):
+    """Paths of a tiny random Qwen3-TTS checkpoint, Whisper and local datasets (tests/qwen3_tiny.py), built once."""
+    from qwen3_tiny import build_tiny_datasets, build_tiny_tts, build_tiny_whisper
+    root = tmp_path_factory.mktemp("qwen3")
+    return dict(tts=build_tiny_tts(root / "tts"), whisper=build_tiny_whisper(root / "whisper"),
+                **build_tiny_datasets(root / "data"))

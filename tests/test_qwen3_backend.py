@@ -1,0 +1,141 @@
+"""The qwen3 backend on tiny stand-ins, through the entry points the real checkpoint uses: load by path, samples
+from `datasets`, teacher forcing, offsets training, calibration, speculative synthesis with audio out, Whisper
+transcripts; and the clear errors."""
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from qwen_tts.core.models import Qwen3TTSForConditionalGeneration
+
+from helpers.calibration import acceptance_table, expected_tokens_per_step, greedy_tree
+from helpers.decoding import SpeculativeDecoder
+from helpers.drafters import PositionOffsets, ReusedHeads
+from helpers.params import ParamsError
+from helpers.qwen3.backend import Qwen3Backend
+from helpers.sampling import SamplerConfig
+from helpers.training import TrainConfig, train_drafter
+from qwen3_tiny import tiny_params
+
+
+@pytest.fixture(scope="module")
+def backend(qwen3_tiny):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield Qwen3Backend.from_params(tiny_params(qwen3_tiny))
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def trained(backend):
+    """Offsets trained on teacher-forced VoxPopuli stand-ins; tree calibrated on LibriSpeech stand-ins."""
+    predictor = backend.predictor
+    g, codes = backend.teacher_forced(backend.samples("train"))
+    drafter = PositionOffsets(predictor, depth=3)
+    history = train_drafter(drafter, predictor.teacher_forced_hidden(g, codes), codes,
+                            TrainConfig(epochs=20, lr=3e-2, batch_size=16), progress=False).loss_history
+    g_cal, codes_cal = backend.teacher_forced(backend.samples("calibration"))
+    table = acceptance_table(drafter, predictor.teacher_forced_hidden(g_cal, codes_cal), codes_cal, width=4)
+    return drafter, history, table, greedy_tree(table, 16)
+
+
+def test_loads_the_checkpoint_with_the_official_settings(backend):
+    P = backend.P
+    assert isinstance(backend.model, Qwen3TTSForConditionalGeneration) and backend.model.dtype == torch.float64
+    assert backend.speech_tokenizer.get_model_type() == "qwen3_tts_tokenizer_12hz"
+    assert (backend.sample_rate, backend.frames_per_second) == (24000, 12.5)
+    assert backend.languages == {"en": "english", "ja": "japanese"} and backend.non_streaming_mode
+    s = backend.talker_sampling
+    assert (s["top_k"], s["subtalker_top_k"], s["temperature"], s["subtalker_temperature"]) == (
+        P.top_k, P.top_k, P.temperature, P.temperature)
+    assert s["repetition_penalty"] == 1.05 and "max_new_tokens" not in s          # from generation_config.json
+
+
+def test_samples_per_role(backend):
+    roles = {role: backend.samples(role) for role in ("train", "validation", "calibration", "evaluation")}
+    assert [len(roles[r]) for r in roles] == [8, 4, 3, 2]
+    assert not {s.id for s in roles["train"]} & {s.id for s in roles["validation"]}
+    assert [s.lang for s in roles["evaluation"]] == ["en", "ja"]
+    assert all(s.text[0].isupper() and s.text[1:].islower() for s in roles["calibration"])   # LibriSpeech casing
+    tok = backend.tts.processor.tokenizer
+    for s in roles["train"] + roles["evaluation"]:
+        assert tok.decode(s.input_ids[0, 3:-5]) == s.text and s.speaker == "ryan"
+        assert s.codes.shape[1] == 16 and abs(s.codes.shape[0] - s.seconds * 12.5) <= 1
+    audio, rate = backend.records("validation")[1].load()
+    official = backend.speech_tokenizer.encode(audio, sr=rate).audio_codes[0]
+    assert rate == 16000 and torch.equal(roles["validation"][1].codes, official)
+    table = backend.dataset_table()
+    assert [(r["stage"], r["language"], r["samples"]) for r in table] == [
+        ("train", "english", 8), ("validation", "english", 4), ("calibration", "english", 3),
+        ("evaluation", "english", 1), ("evaluation", "japanese", 1)]
+    assert table[0]["frames"] == sum(s.codes.shape[0] for s in roles["train"]) and table[0]["hours"] > 0
+
+
+def test_offsets_train_and_calibrate_a_tree(backend, trained):
+    drafter, history, table, tree = trained
+    assert history[-1] < history[0]
+    g, codes = backend.teacher_forced(backend.samples("validation"))
+    h = backend.predictor.teacher_forced_hidden(g, codes)
+    with torch.no_grad():
+        assert drafter.loss(h, codes) < ReusedHeads(backend.predictor).loss(h, codes)   # held-out utterances
+    assert table.shape == (3, 4) and tree.size == 16 and tree.max_depth <= 3
+    assert expected_tokens_per_step(tree, table) > 1.0
+
+
+def test_speculative_synthesis_gives_audio_and_transcripts(backend, trained):
+    P = backend.P
+    decoder = SpeculativeDecoder(backend.predictor, trained[0], trained[3], SamplerConfig(P.top_k, P.top_p, P.temperature))
+    for sample in backend.samples("evaluation"):
+        ar, spec = backend.synthesize(sample, "ar", seed=3), backend.synthesize(sample, decoder, seed=3)
+        assert torch.equal(ar.codes, spec.codes) and len(spec.calls) >= 2
+        assert spec.tokens_per_step > 1.0
+        audio = backend.decode(spec.codes)
+        assert audio.shape == (spec.codes.shape[0] * 1920,) and np.isfinite(audio).all() and np.abs(audio).max() > 0
+        hyp = backend.transcribe([audio], sample.lang)
+        assert len(hyp) == 1 and isinstance(hyp[0], str)
+        assert backend.error_rate([sample.text], hyp, sample.lang) >= 0.0
+    reference, rate = backend.records("evaluation")[0].load()                 # dataset audio at its own rate
+    assert rate == 16000 and isinstance(backend.transcribe([reference], "en", rate=rate)[0], str)
+
+
+def test_clear_errors(backend, qwen3_tiny, tmp_path):
+    P = backend.P
+    with pytest.raises(ValueError, match="not a Qwen3-TTS checkpoint: no readable config.json"):
+        Qwen3Backend.from_params(tiny_params(qwen3_tiny, model_id_or_path=str(tmp_path)))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    with pytest.raises(ValueError, match="model_type='bert', expected 'qwen3_tts'"):
+        Qwen3Backend.from_params(tiny_params(qwen3_tiny, model_id_or_path=str(tmp_path)))
+    v1 = tmp_path / "25hz"
+    shutil.copytree(qwen3_tiny["tts"], v1)
+    config = json.loads((v1 / "config.json").read_text())
+    (v1 / "config.json").write_text(json.dumps({**config, "tokenizer_type": "qwen3_tts_tokenizer_25hz"}))
+    with pytest.raises(ValueError, match="needs a 12 Hz model.*not a 25 Hz one"):
+        Qwen3Backend.from_params(tiny_params(qwen3_tiny, model_id_or_path=str(v1)))
+    with pytest.raises(ValueError, match="unknown language 'fr' for backend qwen3; allowed: en, ja"):
+        backend.language("fr")
+    with pytest.raises(ParamsError, match="languages=.*'fr'"):
+        tiny_params(qwen3_tiny, languages=["en", "fr"])
+    with pytest.raises(ValueError, match="unknown speaker 'zoe'; this checkpoint has anna, ryan"):
+        Qwen3Backend(backend.tts, tiny_params(qwen3_tiny, speaker="zoe"))
+    with pytest.raises(ValueError, match="only 12 usable utterances.*104 needed"):
+        Qwen3Backend(backend.tts, tiny_params(qwen3_tiny, train_samples=100)).records("train")
+    with pytest.raises(ParamsError, match="fleurs_id: give a hub id or a local folder"):
+        tiny_params(qwen3_tiny, fleurs_id=" ")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="device='cuda' was asked for, but CUDA is not available"):
+            Qwen3Backend.from_params(tiny_params(qwen3_tiny, device="cuda"))
+    assert P.device == "cpu"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where there is no CUDA")
+def test_quick_cuda_script_refuses_without_cuda():
+    path = Path(__file__).resolve().parents[1] / "scripts" / "qwen3_quick_cuda.py"
+    spec = importlib.util.spec_from_file_location("qwen3_quick_cuda", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    with pytest.raises(SystemExit, match="CUDA is not available here"):
+        script.main([])

@@ -1,0 +1,94 @@
+"""Scale-out: two real processes (launched as torchrun would: RANK / WORLD_SIZE) extract their shards, the merge
+equals what one process extracts; evaluation shards merge to the single-process rows."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from drafting import TREES, random_drafters
+from helpers.artifacts import load_json, load_tensors
+from helpers.decoding import SpeculativeDecoder
+from helpers.qwen3.asr import error_rate
+from helpers.qwen3.backend import Qwen3Backend
+from helpers.qwen3.shards import error_rates, evaluate_shard, extract_shard, launcher_shard, main, merge_shards, shard_of
+from helpers.sampling import SamplerConfig
+from qwen3_tiny import tiny_params
+
+ROOT = Path(__file__).resolve().parents[1]
+ROLES = ("train", "calibration")
+
+
+@pytest.fixture(scope="module")
+def backend(qwen3_tiny):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield Qwen3Backend.from_params(tiny_params(qwen3_tiny))
+    torch.set_num_threads(threads)
+
+
+def test_shard_blocks_cover_the_items_in_order(monkeypatch, qwen3_tiny):
+    items = list(range(11))
+    blocks = [shard_of(items, i, 3) for i in range(3)]
+    assert [len(b) for b in blocks] == [4, 4, 3] and sum(blocks, []) == items
+    assert shard_of(items[:1], 1, 2) == []
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "2")
+    assert launcher_shard(tiny_params(qwen3_tiny)) == (2, 4)
+    assert launcher_shard(tiny_params(qwen3_tiny, shard_index=1, num_shards=2)) == (1, 2)   # params win
+
+
+def test_two_processes_extract_what_one_process_extracts(backend, qwen3_tiny, tmp_path):
+    params = tmp_path / "tiny.yaml"
+    params.write_text(yaml.safe_dump(tiny_params(qwen3_tiny).to_dict()))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WORLD_SIZE": "2", "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-m", "helpers.qwen3.shards", "extract", *ROLES, "--params", str(params),
+                               "--out", str(tmp_path / "sharded")], cwd=ROOT, env={**env, "RANK": str(rank)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in range(2)]
+    for role in ROLES:
+        extract_shard(backend, role, tmp_path / "single")
+    for p in procs:
+        out, _ = p.communicate(timeout=300)
+        assert p.returncode == 0, out
+    with pytest.raises(FileNotFoundError, match="3 of 3 shards missing.*train-shard-0-of-3.json"):
+        merge_shards(tmp_path / "sharded", "train", 3)
+    main(["merge", *ROLES, "--out", str(tmp_path / "sharded"), "--num-shards", "2"])
+    for role in ROLES:
+        one, two = (load_tensors(tmp_path / d / f"{role}-shard-0-of-1.safetensors" if d == "single" else
+                                 tmp_path / d / f"{role}.safetensors") for d in ("single", "sharded"))
+        assert torch.equal(one["codes"], two["codes"]) and torch.equal(one["frames"], two["frames"])
+        assert torch.allclose(one["g"], two["g"], rtol=0, atol=1e-12)          # batches differ: rounding only
+        assert load_json(tmp_path / "single" / f"{role}-shard-0-of-1.json") == load_json(
+            tmp_path / "sharded" / f"{role}.json")
+    assert one["g"].shape == (int(one["frames"].sum()), backend.model.config.talker_config.hidden_size)
+
+
+def test_evaluation_shards_merge_to_the_single_process_rows(backend, tmp_path):
+    P = backend.P
+    decoder = SpeculativeDecoder(backend.predictor, random_drafters(backend.predictor)["offsets"], TREES["sparse16"],
+                                 SamplerConfig(P.top_k, P.top_p, P.temperature))
+    systems, seeds = {"ar": "ar", "offsets": decoder}, [5]
+    for i in range(2):
+        evaluate_shard(backend, systems, seeds, tmp_path, i, 2)
+    merge_shards(tmp_path, "evaluation", 2)
+    rows = load_json(tmp_path / "evaluation.json")["rows"]
+    assert rows == load_json(evaluate_shard(backend, systems, seeds, tmp_path / "one").with_suffix(".json"))["rows"]
+    assert [(r["lang"], r["system"], r["seed"]) for r in rows] == [
+        ("en", "ar", 5), ("en", "offsets", 5), ("ja", "ar", 5), ("ja", "offsets", 5)]
+    for ar, spec in (rows[:2], rows[2:]):                 # same codes, so the same audio and transcript
+        assert ar["transcript"] == spec["transcript"] and ar["frames"] == spec["frames"] and ar["audio_seconds"] > 0
+        assert ar["calls"] == 15 * ar["frames"] and spec["calls"] < ar["calls"]
+
+
+def test_error_rates_summarise_seeds_per_language_and_system():
+    row = dict(lang="en", system="ar", frames=10, calls=150, reference="the cat sat")
+    rows = [{**row, "seed": 0, "transcript": "the cat sat"}, {**row, "seed": 1, "transcript": "the cat"},
+            {**row, "system": "offsets", "seed": 0, "calls": 60, "transcript": "a cat sat"}]
+    summary = error_rates(rows, error_rate)
+    assert summary[0] == dict(lang="en", system="ar", seeds=2, error_rate=pytest.approx(1 / 6),
+                              error_rate_std=pytest.approx((2 * (1 / 6) ** 2) ** 0.5), tokens_per_step=1.0)
+    assert summary[1]["seeds"] == 1 and summary[1]["tokens_per_step"] == 2.5
