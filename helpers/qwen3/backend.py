@@ -144,6 +144,10 @@ class Qwen3Backend(Backend):
         return data.dataset_name(self.P, role)
 
     # -- ASR ---------------------------------------------------------------------------------------
+    def has_asr(self, lang: str) -> bool:
+        """Whisper transcribes all six languages."""
+        return lang in self.languages
+
     def transcribe(self, audio: list[np.ndarray], lang: str, rate: int | None = None) -> list[str]:
         """Whisper (P.whisper_id, loaded on first use) transcripts of audio at `rate` (default: sample_rate)."""
         self.language(lang)

@@ -1,0 +1,46 @@
+"""The notebooks' stages on the qwen3 backend (tiny saved checkpoint, local datasets, tiny Whisper): the same
+entry points the real run uses, from teacher forcing to WER, with AR == speculative over whole utterances."""
+
+import pytest
+import torch
+
+from helpers import stages
+from qwen3_tiny import tiny_params
+
+
+@pytest.fixture(scope="module")
+def P(qwen3_tiny, tmp_path_factory):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield tiny_params(qwen3_tiny, output_dir=str(tmp_path_factory.mktemp("outputs")), wer_seeds=1, ceiling_frames=2)
+    torch.set_num_threads(threads)
+
+
+def test_stages_run_end_to_end_on_the_qwen3_backend(P):
+    b = stages.backend(P)
+    assert b.name == "qwen3" and list(b.languages) == ["en", "ja"]
+    g, h, codes = stages.teacher_forced(P, "train")
+    assert g.shape[0] == h.shape[0] == codes.shape[0] and h.shape[1:] == (15, b.predictor.hidden_size)
+    trained = stages.drafters(P, progress=False)
+    assert set(trained.drafters) == {"reused", "medusa", "offsets"} and trained.loss_history["offsets"]
+    cal = stages.calibration(P)
+    assert cal.trees["offsets"][16].size == 16 and cal.expected["offsets"][16] > 1.0
+    ev = stages.evaluation(P)
+    assert ev.frames_compared > 0 and ev.frames_identical == ev.frames_compared
+    assert set(stages.per_language(ev)) == {"en", "ja"}
+    assert all(1.0 <= v <= 15.0 for by_n in ev.replay.values() for v in by_n.values())
+    wer = stages.wer(P)
+    assert set(wer) == {"en", "ja"}
+    for row in wer.values():
+        assert len(row["wer_ar"]) == 1 and row["wer_ar"] == row["wer_spec"]        # same codes, same audio
+        assert row["frames_identical"] == row["frames_compared"] > 0
+
+
+def test_stage_artifacts_are_reused(P):
+    folders = sorted(p.name for p in (P.run_dir / "artifacts").iterdir())
+    assert [f.split("-")[0] for f in folders] == ["calibration", "data", "data", "drafters", "evaluation", "wer"]
+    stages._LOADED.clear()
+    before = {p: p.stat().st_mtime for p in (P.run_dir / "artifacts").rglob("*") if p.is_file()}
+    stages.evaluation(P)                                                   # loaded from disk, nothing rebuilt
+    after = {p: p.stat().st_mtime for p in (P.run_dir / "artifacts").rglob("*") if p.is_file()}
+    assert before == after
