@@ -30,7 +30,7 @@ CHOICES = {
 ITEM_CHOICES = {"languages": LANGUAGE_CODES, "drafters": DRAFTER_KINDS}
 POSITIVE = {"train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language", "depth",
             "drafter_epochs", "drafter_batch_size", "acceptance_width", "tree_size", "ceiling_frames", "top_k",
-            "wer_seeds", "num_shards", "latency_calls", "asr_batch_size", "extraction_batch_size"}
+            "wer_seeds", "num_shards", "latency_calls", "latency_frames", "asr_batch_size", "extraction_batch_size"}
 NON_EMPTY = ("model_id_or_path", "voxpopuli_id", "voxpopuli_config", "voxpopuli_split", "librispeech_id",
              "librispeech_config", "librispeech_split", "fleurs_id", "fleurs_split", "whisper_id")
 
@@ -103,6 +103,7 @@ class RunParams:
     latency_tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 16, 32, 64])
     latency_calls: int = 200
     latency_warmup: int = 20
+    latency_frames: int = 200               # whole frames timed AR vs speculative (recorded evaluation frames)
     coreml_tree_size: int = 16
 
     def __post_init__(self):
@@ -122,8 +123,10 @@ class RunParams:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.run_name):
             raise ParamsError(f"run_name={self.run_name!r}: use letters, digits, '.', '_' or '-' (it names a folder)")
         for name in ("tree_sizes", "latency_tree_sizes"):
-            if not getattr(self, name) or any(n < 1 for n in getattr(self, name)):
-                raise ParamsError(f"{name}={getattr(self, name)!r} must be a non-empty list of sizes >= 1")
+            if not getattr(self, name) or any(not 1 <= n <= 64 for n in getattr(self, name)):
+                raise ParamsError(f"{name}={getattr(self, name)!r} must be a non-empty list of sizes in 1..64")
+        if not 1 <= self.coreml_tree_size <= 64:
+            raise ParamsError(f"coreml_tree_size={self.coreml_tree_size} must be in 1..64")
         if self.tree_size not in self.tree_sizes:
             raise ParamsError(f"tree_size={self.tree_size} must be one of tree_sizes={self.tree_sizes}")
         if self.depth > 14:

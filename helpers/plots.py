@@ -85,7 +85,8 @@ def tokens_vs_tree_size(expected: dict[str, dict[int, float]], measured: dict[st
         ns = sorted(by_n)
         ax.plot(ns, [by_n[n] for n in ns], ls="--", color=f"C{i}", label=f"{name} expected")
         if measured and name in measured:
-            ax.plot(ns, [measured[name][n] for n in ns], marker="o", color=f"C{i}", label=f"{name} measured")
+            mn = sorted(measured[name])
+            ax.plot(mn, [measured[name][n] for n in mn], marker="o", color=f"C{i}", label=f"{name} measured")
     ax.set(xscale="log", xlabel="tree size N", ylabel="tokens per call", title="Tokens/step vs tree size")
     ax.set_xticks(sorted(next(iter(expected.values()))), labels=[str(n) for n in sorted(next(iter(expected.values())))])
     ax.axhline(1.0, color="0.5", lw=0.8)
@@ -114,4 +115,22 @@ def target_sharpness(entropy: list[float], top_prob: list[float]):
     ax.plot(t, top_prob, marker="s", label="top probability")
     ax.set(xlabel="code position t", title="How confident the code predictor is", xticks=t)
     ax.legend(fontsize=8)
+    return fig
+
+
+def speedup_vs_tree_size(by_n: dict, device: str, paper: dict | None = None):
+    """The paper's Figure 4 for one device: measured and realised speedup vs N, tokens/step (the ceiling) dashed,
+    the paper's devices as markers where given ({device: {N: speedup}})."""
+    ns = sorted(by_n, key=int)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(ns, [by_n[n]["toks_per_step"] for n in ns], ls="--", color="0.4", label="tokens/step (ceiling)")
+    ax.plot(ns, [by_n[n]["realised_speedup"] for n in ns], marker="s", label="realised: tokens/step / (1 + overhead)")
+    if "measured_speedup" in by_n[ns[0]]:
+        ax.plot(ns, [by_n[n]["measured_speedup"] for n in ns], marker="o", label="measured, whole frames")
+    for name, points in (paper or {}).items():
+        ax.scatter(list(points), list(points.values()), marker="D", s=25, label=f"paper: {name}")
+    ax.axhline(1.0, color="0.5", lw=0.8)
+    ax.set(xscale="log", xlabel="tree size N", ylabel="speedup over AR", title=f"Inner-loop speedup on {device}")
+    ax.set_xticks([int(n) for n in ns], labels=[str(n) for n in ns])
+    ax.legend(fontsize=7)
     return fig

@@ -10,12 +10,14 @@ runs on its own (it builds what it needs) and re-running a notebook costs nothin
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 import torch
 
 from .artifacts import cached_step, load_json, params_key, load_tensors, save_json, save_tensors
 from .backend import Backend, Sample, load_backend
 from .calibration import acceptance_table, expected_tokens_per_step, greedy_tree
+from .code_predictor import CodePredictor
 from .ceiling import drafter_ceiling, target_sharpness
 from .decoding import SpeculativeDecoder
 from .drafters import Drafter, make_drafter
@@ -23,7 +25,7 @@ from .params import RunParams
 from .replay import replay_calls
 from .sampling import SamplerConfig
 from .synthesis import Synthesis
-from .training import TrainConfig, train_drafter
+from .training import TeacherForcedHidden, TrainConfig, train_drafter
 from .tree import SparseTree
 
 STAGE_FIELDS = {
@@ -83,8 +85,9 @@ def main_drafter(P: RunParams) -> str:
 
 
 # -- data: teacher-forced (g, codes) for drafter training and validation ------------------------------
-def teacher_forced(P: RunParams, role: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """g [F, H_talker], h [F, 15, H], codes [F, 16] over every frame of a role (train or validation)."""
+def teacher_forced(P: RunParams, role: str) -> tuple[torch.Tensor, TeacherForcedHidden, torch.Tensor]:
+    """g [F, H_talker], h [F, 15, H] (computed per batch on indexing: h[idx], h[:]), codes [F, 16] over every
+    frame of a role (train or validation)."""
     b = backend(P)
 
     def build(folder):
@@ -94,7 +97,7 @@ def teacher_forced(P: RunParams, role: str) -> tuple[torch.Tensor, torch.Tensor,
     def load(folder):
         t = load_tensors(folder / "teacher_forced.safetensors")
         g = t["g"].to(b.predictor.dtype)
-        return g, b.predictor.teacher_forced_hidden(g, t["codes"]), t["codes"]
+        return g, TeacherForcedHidden(b.predictor, g, t["codes"]), t["codes"]
 
     return _cached(P, "data", build, load, name=f"data-{role}")
 
@@ -121,7 +124,7 @@ def drafters(P: RunParams, progress: bool = True) -> TrainedDrafters:
                 cfg = TrainConfig(P.drafter_epochs, P.drafter_lr, P.drafter_batch_size, P.seed)
                 history[kind] = train_drafter(d, h, codes, cfg, progress=progress).loss_history
                 save_tensors(folder / f"{kind}.safetensors", d.state_dict())
-            validation[kind] = acceptance_table(d, h_val, codes_val, P.acceptance_width).tolist()
+            validation[kind] = acceptance_table(d, h_val[:], codes_val, P.acceptance_width).tolist()
         save_json(folder / "history.json", {"loss_history": history, "validation": validation})
 
     def load(folder):
@@ -188,6 +191,24 @@ def decoder(P: RunParams, kind: str, n: int) -> SpeculativeDecoder:
     return SpeculativeDecoder(b.predictor, drafters(P).drafters[kind], calibration(P).trees[kind][n], sampler(P))
 
 
+def deployed(P: RunParams) -> tuple[CodePredictor, Drafter]:
+    """The code predictor and main drafter as a device runs them (timing, export): the run's own, or float32
+    copies when the run is float64 (float64 is for exact comparisons; no deployment runs it)."""
+    b, d = backend(P), drafters(P).drafters[main_drafter(P)]
+    if b.predictor.dtype != torch.float64:
+        return b.predictor, d
+    predictor = CodePredictor.from_talker(copy.deepcopy(b.model.talker).float())
+    copied = make_drafter(d.kind, predictor, P.depth)
+    copied.load_state_dict({k: v.float() for k, v in d.state_dict().items()})
+    return predictor, copied
+
+
+def recorded_frames(P: RunParams, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """g [F, H_talker] and c0 [F] of the first `count` frames of the AR evaluation synthesis (real talker states)."""
+    ev = evaluation(P)
+    return torch.cat([r.g for r in ev.ar])[:count], torch.cat([r.codes[:, 0] for r in ev.ar])[:count]
+
+
 # -- evaluation: free-running synthesis, AR vs speculative, per language ----------------------------
 @dataclass
 class Evaluation:
@@ -196,7 +217,8 @@ class Evaluation:
     spec: list[Synthesis]                          # speculative (main drafter, N = tree_size), full official path
     frames_compared: int
     frames_identical: int
-    replay: dict[str, dict[int, float]]            # measured tokens/step per drafter and N (replayed inner loop)
+    replay: dict[str, dict[int, float]]            # measured tokens/step (replayed inner loop): main drafter at
+                                                   # every N, the others at tree_size
 
 
 def _save_runs(path, runs: list[Synthesis]) -> None:
@@ -230,8 +252,8 @@ def evaluation(P: RunParams) -> Evaluation:
         spec = [b.synthesize(s, main, seed=seed) for s, seed in zip(samples, seeds)]
         compared, identical = compare_codes(ar, spec)
         replay = {}
-        for kind in P.drafters:
-            for n in P.tree_sizes:
+        for kind in P.drafters:                       # the main drafter at every N, the others at tree_size
+            for n in P.tree_sizes if kind == main_drafter(P) else [P.tree_size]:
                 calls = replay_calls(decoder(P, kind, n), ar, seeds)
                 if (kind, n) == (main_drafter(P), P.tree_size) and identical == compared:
                     if calls != [r.calls for r in spec]:

@@ -28,6 +28,23 @@ class TrainConfig:
             raise ValueError(f"lr must be > 0, got {self.lr!r}")
 
 
+class TeacherForcedHidden:
+    """h [F, 15, H] of teacher-forced frames, computed a batch at a time from g [F, H_talker] and codes [F, 16].
+
+    Indexing (h[idx], h[:]) runs the frozen code predictor on those frames only: the whole training set's h
+    (F x 15 x H) need not fit in memory (the real model's VoxPopuli set would take tens of GB).
+    """
+
+    def __init__(self, predictor, g: torch.Tensor, codes: torch.Tensor):
+        self.predictor, self.g, self.codes = predictor, g, codes
+        self.shape = torch.Size((g.shape[0], predictor.num_codes, predictor.hidden_size))
+        self.device = g.device
+
+    @torch.no_grad()
+    def __getitem__(self, idx) -> torch.Tensor:
+        return self.predictor.teacher_forced_hidden(self.g[idx], self.codes[idx])
+
+
 @dataclass
 class TrainResult:
     loss_history: list[float] = field(default_factory=list)   # per step, summed CE per frame
@@ -35,7 +52,7 @@ class TrainResult:
 
 def train_drafter(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, cfg: TrainConfig = TrainConfig(),
                   progress: bool = True) -> TrainResult:
-    """Minimise the summed draft cross-entropy. h [B, 15, H], codes [B, 16] (c0..c15)."""
+    """Minimise the summed draft cross-entropy. h [B, 15, H] (a tensor or `TeacherForcedHidden`), codes [B, 16]."""
     params = [p for p in drafter.parameters() if p.requires_grad]
     if not params:
         raise ValueError(f"the {drafter.kind!r} drafter has no trainable parameters")
