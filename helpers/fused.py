@@ -117,6 +117,8 @@ class FusedCore(nn.Module):
         self._signature = signature
         self.generation += 1
         self.norm_weight = p.official.model.norm.weight.detach()
+        projection = p.official.small_to_mtp_projection                  # talker width -> predictor width
+        self.project = None if isinstance(projection, nn.Identity) else projection.forward
         self.mask_min = max(torch.finfo(dtype).min, -3.0e4)   # exp() underflows to 0 in any dtype; finite in fp16
         self.softmax_dtype = None if dtype in (torch.float32, torch.float64) else torch.float32
         self.prefill_cos, self.prefill_sin = self.cos[:2, None], self.sin[:2, None]
@@ -134,7 +136,7 @@ class FusedCore(nn.Module):
         batch, q = x.shape[0], x.shape[1]
         nh, nkv, hd = self.nh, self.nkv, self.hd
         groups = nh // nkv
-        h = self.predictor.official.small_to_mtp_projection(x)
+        h = x if self.project is None else self.project(x)
         width = (h.shape[-1],)
         k_out, v_out = [], []
         for li, (w_in, w_qkv, w_o, w_post, w_gate_up, w_down, act) in enumerate(self.layer_weights):
