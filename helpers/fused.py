@@ -96,20 +96,18 @@ class FusedCore(nn.Module):
             self.register_buffer("heads", torch.stack(heads), persistent=False)             # [15 + 2 Dmax, H, V]
             self.register_buffer("tables", torch.cat([e.weight.detach() for e in p.official.model.codec_embedding]),
                                  persistent=False)                                   # [15 V, H_talker]
-            scale = p.layers[0].self_attn.scaling
-            qk = [torch.cat((layer.self_attn.q_norm.weight.detach().expand(self.nh, -1) * scale,
-                             layer.self_attn.k_norm.weight.detach().expand(self.nkv, -1))) for layer in p.layers]
-            self.register_buffer("qk_norm", torch.stack(qk), persistent=False)      # [L, nh + nkv, d]
             positions = torch.arange(self.slots + self.max_depth + 2, device=device)
             cos, sin = p.official.model.rotary_emb(torch.zeros((), dtype=dtype, device=device), positions[None])
             half = self.hd // 2
             self.register_buffer("cos", cos[0], persistent=False)                   # [P, d]
             self.register_buffer("sin", torch.cat((-sin[0, :, :half], sin[0, :, half:]), -1), persistent=False)
             # projections as x @ W (transposed, contiguous: faster than F.linear for a few rows), q/k/v and
-            # gate/up each stacked into one matrix
+            # gate/up each stacked into one matrix; q/k norm weights merged [nh + nkv, d], q rows carry 1/sqrt(d)
             self.layer_weights = [(
                 layer.input_layernorm.weight.detach(),
                 torch.cat([m.weight.detach() for m in (a.q_proj, a.k_proj, a.v_proj)]).t().contiguous(),
+                torch.cat((a.q_norm.weight.detach().expand(self.nh, -1) * a.scaling,
+                           a.k_norm.weight.detach().expand(self.nkv, -1))),
                 a.o_proj.weight.detach().t().contiguous(), layer.post_attention_layernorm.weight.detach(),
                 torch.cat((layer.mlp.gate_proj.weight.detach(), layer.mlp.up_proj.weight.detach())).t().contiguous(),
                 layer.mlp.down_proj.weight.detach().t().contiguous(), layer.mlp.act_fn)
@@ -139,9 +137,9 @@ class FusedCore(nn.Module):
         h = x if self.project is None else self.project(x)
         width = (h.shape[-1],)
         k_out, v_out = [], []
-        for li, (w_in, w_qkv, w_o, w_post, w_gate_up, w_down, act) in enumerate(self.layer_weights):
+        for li, (w_in, w_qkv, w_qk, w_o, w_post, w_gate_up, w_down, act) in enumerate(self.layer_weights):
             qkv = torch.matmul(F.rms_norm(h, width, w_in, self.eps), w_qkv).view(batch, q, nh + 2 * nkv, hd)
-            qk = F.rms_norm(qkv[:, :, :nh + nkv], (hd,), None, self.eps) * self.qk_norm[li]   # q rows carry 1/sqrt(d)
+            qk = F.rms_norm(qkv[:, :, :nh + nkv], (hd,), None, self.eps) * w_qk
             qk = qk * cos + torch.roll(qk, hd // 2, -1) * sin                      # RoPE
             qs = qk[:, :, :nh].reshape(batch, q, nkv, groups, hd).permute(0, 2, 3, 1, 4).reshape(
                 batch, nkv, groups * q, hd)                                          # [B, kv, g q, d]
@@ -218,6 +216,7 @@ class FusedStep(nn.Module):
         self.register_buffer("medusa_index", (t + torch.arange(self.depth + 1)).clamp(max=n - 1), persistent=False)
         self.medusa = medusa
         self.t_inputs = [torch.tensor([i], device=device) for i in range(n)]        # the `t` input, prebuilt
+        self._offsets_source = drafter.offsets if self.fused_drafts and not medusa else None
         self._offsets_key = None
         self.to(device)
         self._tables()
@@ -243,7 +242,7 @@ class FusedStep(nn.Module):
 
     def _offsets(self) -> torch.Tensor | None:
         """[0, b_1..b_D] as [D+1, 1, H] (None for reused heads), rebuilt when the drafter's offsets change."""
-        b = self.drafter.offsets
+        b = self._offsets_source
         if b is None:
             return None
         key = (b.data_ptr(), b._version)
