@@ -23,7 +23,7 @@ test: setup
 	$(PY) -m pytest -q
 
 # Latency sweep (q = 1 vs q = N + 1) and whole-frame inner loop (official generate vs AR vs speculative)
-# on the demo's tiny model; prints a table, saves outputs/bench/latency_demo_cpu.json.
+# on the miniature (built into outputs/cache/mini if absent); prints a table, saves outputs/bench/latency_mini_cpu.json.
 bench: setup
 	$(PY) -m helpers.latency
 

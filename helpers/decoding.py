@@ -66,7 +66,7 @@ def decode_frame_ar(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor,
     cache.commit(k, v)
     codes = [sample(target_probs(logits, sampler), u[:, 0])]
     for t in range(1, predictor.num_codes):
-        logits, k, v = step(codes[-1][:, None], cache.k, cache.v, step.t_inputs[t])
+        logits, k, v = step.run(codes[-1][:, None], cache.k, cache.v, t)
         if t + 1 < predictor.num_codes:
             cache.commit(k, v)
         codes.append(sample(target_probs(logits[:, 0], sampler), u[:, t]))
@@ -137,30 +137,17 @@ class SpeculativeDecoder:
                 cand = cand[:plan.draft_depth, :plan.draft_width]
                 drafts.append((t, cand))
                 query = torch.cat((root, cand[plan.node_depth, plan.node_rank]))[None]
-            out = plan.step(query, ck, cv, plan.t_tensor)
+            out = plan.step.run(query, ck, cv, t)
             calls += 1
             ys_t = sample(target_probs(out[0][0], self.sampler), u.index_select(0, plan.u_index))   # [q]
-            ys = ys_t.tolist()
-            tokens = query[0].tolist()
-            node, children = 0, plan.children
-            while True:                                              # walk: descend while the sample matches
-                y = ys[node]
-                for c in children[node]:
-                    if tokens[c] == y:
-                        break
-                else:
-                    break
-                node = c
-                codes.append(y)
-            codes.append(y)
-            path = plan.paths[node]
-            accepted.append(len(path) - 1)
+            node, path, taken = plan.walk(ys_t.tolist(), query[0].tolist())
+            codes += taken
+            accepted.append(len(taken) - 1)
             t = plan.out_pos[node]
-            if t < n:
-                keep = len(path)
-                ck[:, :, :, length:length + keep] = out[1].index_select(3, path)
-                cv[:, :, :, length:length + keep] = out[2].index_select(3, path)
-                length += keep
+            if t < n:                                                # commit the root and the accepted path
+                ck[:, :, :, length:length + len(taken)] = out[1].index_select(3, path)
+                cv[:, :, :, length:length + len(taken)] = out[2].index_select(3, path)
+                length += len(taken)
                 root = ys_t[node:node + 1]
                 if plan.tree is not None:
                     if self.fused_drafts:

@@ -6,7 +6,7 @@
       -> logits [B, q, V]            target logits at the root and every node (before the sampler)
          k_new, v_new [L, B, kv, q, d] keys/values of the query (the host commits the accepted path)
          drafts [B, q, D, m] (long)  next round's top-m candidates at depths 1..D from EVERY node
-                                     (or hidden [B, q, H] when the drafter cannot be fused)
+                                     (B = 1: one stream; or hidden [B, q, H] when the drafter cannot be fused)
 
 `q = N + 1` is the root (`c_t`, the code just sampled) followed by the tree's nodes; `t` is the root's
 code position (1..14). Everything that depends on `t` is a row of a buffer indexed by `t` (one
@@ -24,9 +24,10 @@ descends into them (the walk uses the pruned tree). The PyTorch decoder instead 
 distinct pruned tree (`FusedCore.step`), which saves their compute. Either way the committed codes
 are the AR codes.
 
-`FusedCore` holds what the step modules share: references to the official layer weights (live), and
-copies that static gathers need (stacked tables and heads, merged q/k norm weights, RoPE tables).
-Copies are rebuilt by `refresh()` when the official weights change (data pointer or version).
+`FusedCore` holds what the step modules share: copies of the official weights laid out for few, cheap
+ops (stacked tables; heads and projections transposed to [in, out], q/k/v and gate/up each stacked into
+one matrix; merged q/k norm weights; RoPE tables). Copies are rebuilt by `refresh()` when the official
+weights change (data pointer or version).
 """
 
 from __future__ import annotations
@@ -63,7 +64,10 @@ class FusedCore(nn.Module):
         self.num_layers, self.nh, self.nkv, self.hd = len(p.layers), p.num_heads, p.num_kv_heads, p.head_dim
         self.max_depth = max_depth
         self.eps = p.layers[0].self_attn.q_norm.variance_epsilon
+        if getattr(p.config, "attention_bias", False):
+            raise ValueError("the fused call supports attention_bias=False (as Qwen3-TTS), this model has biases")
         self._signature = None
+        self.generation = -1                  # counts rebuilds: steps rebuild their per-t tables when it moves
         self.refresh()
 
     # ------------------------------------------------------------------ weights
@@ -71,8 +75,12 @@ class FusedCore(nn.Module):
         p = self.predictor
         heads = [h.weight for h in p.official.lm_head]
         tables = [e.weight for e in p.official.model.codec_embedding]
-        norms = [w for layer in p.layers for w in (layer.self_attn.q_norm.weight, layer.self_attn.k_norm.weight)]
-        return heads + tables + norms + [p.c0_embedding.weight]
+        layers = [w for layer in p.layers for w in (
+            layer.input_layernorm.weight, layer.self_attn.q_proj.weight, layer.self_attn.k_proj.weight,
+            layer.self_attn.v_proj.weight, layer.self_attn.q_norm.weight, layer.self_attn.k_norm.weight,
+            layer.self_attn.o_proj.weight, layer.post_attention_layernorm.weight, layer.mlp.gate_proj.weight,
+            layer.mlp.up_proj.weight, layer.mlp.down_proj.weight)]
+        return heads + tables + layers + [p.official.model.norm.weight, p.c0_embedding.weight]
 
     def refresh(self) -> bool:
         """Rebuild the copied tensors if the official weights changed since the last build. Returns rebuilt."""
@@ -83,25 +91,32 @@ class FusedCore(nn.Module):
         p = self.predictor
         dtype, device = p.dtype, p.device
         with torch.no_grad():
-            heads = [h.weight.detach() for h in p.official.lm_head]
+            heads = [h.weight.detach().t() for h in p.official.lm_head]
             heads += heads[-1:] * (2 * self.max_depth)      # rows past c15 repeat the last head (clamped index)
-            self.register_buffer("heads", torch.stack(heads), persistent=False)             # [15 + 2 Dmax, V, H]
+            self.register_buffer("heads", torch.stack(heads), persistent=False)             # [15 + 2 Dmax, H, V]
             self.register_buffer("tables", torch.cat([e.weight.detach() for e in p.official.model.codec_embedding]),
                                  persistent=False)                                   # [15 V, H_talker]
-            scale = p.layers[0].self_attn.scaling
-            qk = [torch.cat((layer.self_attn.q_norm.weight.detach().expand(self.nh, -1) * scale,
-                             layer.self_attn.k_norm.weight.detach().expand(self.nkv, -1))) for layer in p.layers]
-            self.register_buffer("qk_norm", torch.stack(qk), persistent=False)      # [L, nh + nkv, d]
             positions = torch.arange(self.slots + self.max_depth + 2, device=device)
             cos, sin = p.official.model.rotary_emb(torch.zeros((), dtype=dtype, device=device), positions[None])
             half = self.hd // 2
             self.register_buffer("cos", cos[0], persistent=False)                   # [P, d]
             self.register_buffer("sin", torch.cat((-sin[0, :, :half], sin[0, :, half:]), -1), persistent=False)
+            # projections as x @ W (transposed, contiguous: faster than F.linear for a few rows), q/k/v and
+            # gate/up each stacked into one matrix; q/k norm weights merged [nh + nkv, d], q rows carry 1/sqrt(d)
+            self.layer_weights = [(
+                layer.input_layernorm.weight.detach(),
+                torch.cat([m.weight.detach() for m in (a.q_proj, a.k_proj, a.v_proj)]).t().contiguous(),
+                torch.cat((a.q_norm.weight.detach().expand(self.nh, -1) * a.scaling,
+                           a.k_norm.weight.detach().expand(self.nkv, -1))),
+                a.o_proj.weight.detach().t().contiguous(), layer.post_attention_layernorm.weight.detach(),
+                torch.cat((layer.mlp.gate_proj.weight.detach(), layer.mlp.up_proj.weight.detach())).t().contiguous(),
+                layer.mlp.down_proj.weight.detach().t().contiguous(), layer.mlp.act_fn)
+                for layer in p.layers for a in (layer.self_attn,)]
         self._signature = signature
-        self.layer_weights = [(layer.input_layernorm.weight, layer.self_attn.q_proj, layer.self_attn.k_proj,
-                               layer.self_attn.v_proj, layer.self_attn.o_proj, layer.post_attention_layernorm.weight,
-                               layer.mlp) for layer in p.layers]
-        self.norm_weight = p.official.model.norm.weight
+        self.generation += 1
+        self.norm_weight = p.official.model.norm.weight.detach()
+        projection = p.official.small_to_mtp_projection                  # talker width -> predictor width
+        self.project = None if isinstance(projection, nn.Identity) else projection.forward
         self.mask_min = max(torch.finfo(dtype).min, -3.0e4)   # exp() underflows to 0 in any dtype; finite in fp16
         self.softmax_dtype = None if dtype in (torch.float32, torch.float64) else torch.float32
         self.prefill_cos, self.prefill_sin = self.cos[:2, None], self.sin[:2, None]
@@ -119,28 +134,31 @@ class FusedCore(nn.Module):
         batch, q = x.shape[0], x.shape[1]
         nh, nkv, hd = self.nh, self.nkv, self.hd
         groups = nh // nkv
-        h = self.predictor.official.small_to_mtp_projection(x)
+        h = x if self.project is None else self.project(x)
+        width = (h.shape[-1],)
         k_out, v_out = [], []
-        for li, (w_in, q_proj, k_proj, v_proj, o_proj, w_post, mlp) in enumerate(self.layer_weights):
-            a = F.rms_norm(h, (h.shape[-1],), w_in, self.eps)
-            qk = torch.cat((q_proj(a).view(batch, q, nh, hd), k_proj(a).view(batch, q, nkv, hd)), dim=2)
-            qk = F.rms_norm(qk, (hd,), None, self.eps) * self.qk_norm[li]            # q rows carry 1/sqrt(d)
+        for li, (w_in, w_qkv, w_qk, w_o, w_post, w_gate_up, w_down, act) in enumerate(self.layer_weights):
+            qkv = torch.matmul(F.rms_norm(h, width, w_in, self.eps), w_qkv).view(batch, q, nh + 2 * nkv, hd)
+            qk = F.rms_norm(qkv[:, :, :nh + nkv], (hd,), None, self.eps) * w_qk
             qk = qk * cos + torch.roll(qk, hd // 2, -1) * sin                      # RoPE
-            qs = qk[:, :, :nh].reshape(batch, q, nkv, groups, hd).permute(0, 2, 3, 1, 4)   # [B, kv, g, q, d]
+            qs = qk[:, :, :nh].reshape(batch, q, nkv, groups, hd).permute(0, 2, 3, 1, 4).reshape(
+                batch, nkv, groups * q, hd)                                          # [B, kv, g q, d]
             ks = qk[:, :, nh:].transpose(1, 2)                                       # [B, kv, q, d]
-            vs = v_proj(a).view(batch, q, nkv, hd).transpose(1, 2)
+            vs = qkv[:, :, nh + nkv:].transpose(1, 2)
             k_out.append(ks)
             v_out.append(vs)
-            keys = torch.cat((k_cache[li], ks), dim=2)[:, :, None]                   # [B, kv, 1, S + q, d]
-            values = torch.cat((v_cache[li], vs), dim=2)[:, :, None]
-            scores = torch.matmul(qs, keys.transpose(-1, -2)) + mask                 # [B, kv, g, q, S + q]
-            probs = torch.softmax(scores, dim=-1, dtype=self.softmax_dtype)
+            keys = torch.cat((k_cache[li], ks), dim=2)                               # [B, kv, S + q, d]
+            values = torch.cat((v_cache[li], vs), dim=2)
+            scores = torch.matmul(qs, keys.transpose(-1, -2)).view(batch, nkv, groups, q, -1) + mask
+            probs = torch.softmax(scores, dim=-1, dtype=self.softmax_dtype)          # [B, kv, g, q, S + q]
             if self.softmax_dtype is not None:
                 probs = probs.to(values.dtype)
-            o = torch.matmul(probs, values).permute(0, 3, 1, 2, 4).reshape(batch, q, nh * hd)
-            h = h + o_proj(o)
-            h = h + mlp(F.rms_norm(h, (h.shape[-1],), w_post, self.eps))
-        h = F.rms_norm(h, (h.shape[-1],), self.norm_weight, self.eps)
+            o = torch.matmul(probs.view(batch, nkv, groups * q, -1), values)         # [B, kv, g q, d]
+            h = h + torch.matmul(o.view(batch, nkv, groups, q, hd).permute(0, 3, 1, 2, 4).reshape(batch, q, nh * hd),
+                                 w_o)
+            gate, up = torch.matmul(F.rms_norm(h, width, w_post, self.eps), w_gate_up).chunk(2, dim=-1)
+            h = h + torch.matmul(act(gate) * up, w_down)
+        h = F.rms_norm(h, width, self.norm_weight, self.eps)
         return h, torch.stack(k_out), torch.stack(v_out)
 
     def prefill(self, g: torch.Tensor, c0: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor):
@@ -149,7 +167,7 @@ class FusedCore(nn.Module):
         x = torch.cat((g[:, None].to(self.heads.dtype), self.predictor.c0_embedding(c0[:, None])), dim=1)
         hidden, k, v = self.layers(x, self.prefill_cos, self.prefill_sin, self.prefill_mask, k_cache, v_cache)
         h1 = hidden[:, 1]
-        return F.linear(h1, self.heads[0]), k, v, h1
+        return torch.matmul(h1, self.heads[0]), k, v, h1
 
     def step(self, tree: SparseTree | None, drafter: Drafter | None = None) -> "FusedStep":
         """The fused call for `tree` (None: the AR call, q = 1) sharing this core's weights."""
@@ -194,21 +212,45 @@ class FusedStep(nn.Module):
         window = self.depth + 1 + (0 if medusa or not self.fused_drafts else self.depth)
         self.window = window
         self.register_buffer("head_index", (t + torch.arange(window)).clamp(max=n - 1), persistent=False)
-        self.use_views = core.heads.shape[0] >= n - 1 + window      # padded stack: rows t..t+W-1 always exist
+        self.use_views = True           # eager CPU forward reads `rows`; False: always the gather path (graphs)
         self.register_buffer("medusa_index", (t + torch.arange(self.depth + 1)).clamp(max=n - 1), persistent=False)
         self.medusa = medusa
         self.t_inputs = [torch.tensor([i], device=device) for i in range(n)]        # the `t` input, prebuilt
+        self._offsets_source = drafter.offsets if self.fused_drafts and not medusa else None
+        self._offsets_key = None
         self.to(device)
         self._tables()
 
     def _tables(self) -> None:
-        """Per-t float tables in the model dtype: cos/sin [15, q, 1, d], additive mask [15, 1, q, S + q]."""
+        """Per-t float tables in the model dtype: cos/sin [15, q, 1, d], additive mask [15, 1, q, S + q];
+        and `rows[t]`, everything a call at root position t reads, as views (eager calls gather nothing)."""
         core = self.core
         self.cos_t = core.cos[self.position][:, :, None]
         self.sin_t = core.sin[self.position][:, :, None]
         self.mask_t = torch.zeros(self.visible.shape, dtype=core.cos.dtype, device=core.cos.device).masked_fill(
             ~self.visible, core.mask_min)[:, None]
-        self._dtype = core.cos.dtype
+        self.rows = [(self.emb_offset[t], self.cos_t[t], self.sin_t[t], self.mask_t[t],   # padded heads:
+                      self._weights(core.heads[t:t + self.window])) for t in range(core.num_codes)]   # rows exist
+        self._generation = core.generation
+
+    def _weights(self, heads: torch.Tensor) -> list[torch.Tensor]:
+        """What each depth group's tokens read from the head window heads [W, H, V]: rows d..d+D as
+        [D+1, H, V] (target and drafts, offsets/reused heads fused) or row d [H, V] (target only)."""
+        if self.fused_drafts and not self.medusa:
+            return [heads[d:d + self.depth + 1] for d, _, _ in self.groups]
+        return [heads[d] for d, _, _ in self.groups]
+
+    def _offsets(self) -> torch.Tensor | None:
+        """[0, b_1..b_D] as [D+1, 1, H] (None for reused heads), rebuilt when the drafter's offsets change."""
+        b = self._offsets_source
+        if b is None:
+            return None
+        key = (b.data_ptr(), b._version)
+        if key != self._offsets_key:
+            b = b.detach()
+            self._offsets_value = torch.cat((b.new_zeros(1, b.shape[1]), b[:self.depth]))[:, None]
+            self._offsets_key = key
+        return self._offsets_value
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -216,34 +258,45 @@ class FusedStep(nn.Module):
         return ("logits", "k_new", "v_new") + last
 
     def forward(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: torch.Tensor):
+        if self.use_views and t.device.type == "cpu" and not torch.jit.is_tracing():
+            return self.run(tokens, k_cache, v_cache, int(t))
+        # the traced / exported / graph-captured call: every t-dependent row gathered by index_select
         core = self.core
-        if self.cos_t.dtype != core.cos.dtype or self.cos_t.device != core.cos.device:
+        if self._generation != core.generation:
             self._tables()
         t = t.reshape(1)
-        if self.use_views and t.device.type == "cpu" and not torch.jit.is_tracing():
-            # eager CPU: the same rows as below, read as views (no copy of the heads per call)
-            ti = int(t)
-            emb_offset, cos, sin, mask = self.emb_offset[ti], self.cos_t[ti], self.sin_t[ti], self.mask_t[ti]
-            heads = core.heads[ti:ti + self.window]
-        else:
-            emb_offset = self.emb_offset.index_select(0, t)
-            cos, sin = self.cos_t.index_select(0, t)[0], self.sin_t.index_select(0, t)[0]
-            mask = self.mask_t.index_select(0, t)[0]                                       # [1, q, S + q]
-            heads = core.heads.index_select(0, self.head_index.index_select(0, t)[0])     # [W, V, H]
+        emb_offset = self.emb_offset.index_select(0, t)
+        cos, sin = self.cos_t.index_select(0, t)[0], self.sin_t.index_select(0, t)[0]
+        mask = self.mask_t.index_select(0, t)[0]                                           # [1, q, S + q]
+        heads = core.heads.index_select(0, self.head_index.index_select(0, t)[0])         # [W, H, V]
+        return self._call(tokens, k_cache, v_cache, t, emb_offset, cos, sin, mask, self._weights(heads))
+
+    def run(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: int):
+        """The same call with the root position as a host int: rows read as views (what the decoders run)."""
+        if self._generation != self.core.generation:
+            self._tables()
+        emb_offset, cos, sin, mask, weights = self.rows[t]
+        return self._call(tokens, k_cache, v_cache, self.t_inputs[t] if self.medusa else None,
+                          emb_offset, cos, sin, mask, weights)
+
+    def _call(self, tokens, k_cache, v_cache, t, emb_offset, cos, sin, mask, weights):
+        core = self.core
         x = F.embedding(tokens + emb_offset, core.tables)                                 # [B, q, H_talker]
         hidden, k_new, v_new = core.layers(x, cos, sin, mask, k_cache, v_cache)
         if self.fused_drafts:
-            logits, drafts = self._heads(hidden, heads, t)
+            if tokens.shape[0] != 1:
+                raise ValueError(f"a call with fused drafts decodes one stream (batch 1), got batch {tokens.shape[0]}")
+            logits, drafts = self._heads(hidden, weights, t)
             return logits, k_new, v_new, drafts
         if self.depth == 0:
-            logits = F.linear(hidden, heads[0])
+            logits = torch.matmul(hidden, weights[0])
         else:
-            logits = torch.cat([F.linear(hidden[:, s:e], heads[d]) for d, s, e in self.groups], dim=1)
+            logits = torch.cat([torch.matmul(hidden[:, s:e], w) for (_, s, e), w in zip(self.groups, weights)], dim=1)
         if self.tree is not None:
             return logits, k_new, v_new, hidden
         return logits, k_new, v_new
 
-    def _heads(self, hidden: torch.Tensor, heads: torch.Tensor, t: torch.Tensor, groups=None):
+    def _heads(self, hidden: torch.Tensor, weights: list[torch.Tensor], t: torch.Tensor | None, groups=None):
         """Target logits [B, q, V] and top-m drafts for depths 1..D [B, q, D, m] from every token.
 
         Reused heads / offsets: a depth-d token reads head window rows d..d+D (target, then drafts for
@@ -251,26 +304,26 @@ class FusedStep(nn.Module):
         D = self.depth
         groups = groups or self.groups
         if self.medusa:
-            logits = torch.cat([F.linear(hidden[:, s:e], heads[d]) for d, s, e in groups], dim=1)
+            logits = torch.cat([torch.matmul(hidden[:, s:e], w) for (_, s, e), w in zip(groups, weights)], dim=1)
             med = self.drafter.heads.index_select(0, self.medusa_index.index_select(0, t)[0])   # [D+1, K, V, H]
             x = hidden[None]
             draft = torch.cat([torch.matmul(x[:, :, s:e], med[d, :D].transpose(-1, -2)[:, None])
                                for d, s, e in groups], dim=2)                              # [D, B, q, V]
-        else:
-            b = self.drafter.offsets
-            x = hidden[None] if b is None else hidden[None] + torch.cat((b.new_zeros(1, b.shape[1]), b[:D]))[:, None, None]
-            both = [torch.matmul(x[:, :, s:e], heads[d:d + D + 1].transpose(-1, -2)[:, None]) for d, s, e in groups]
-            both = torch.cat(both, dim=2) if len(both) > 1 else both[0]                    # [D+1, B, q, V]
-            logits, draft = both[0], both[1:]
+        else:                                                                         # one stream: B = 1
+            b = self._offsets()
+            x = hidden[0].expand(D + 1, -1, -1) if b is None else hidden[0] + b          # [D+1, q, H]
+            both = [torch.bmm(x[:, s:e], w) for (_, s, e), w in zip(groups, weights)]    # w [D+1, H, V]
+            both = torch.cat(both, dim=1) if len(both) > 1 else both[0]                    # [D+1, q, V]
+            return both[:1], both[1:].topk(self.width, dim=-1).indices.transpose(0, 1)[None]
         return logits, draft.topk(self.width, dim=-1).indices.permute(1, 2, 0, 3)
 
     def first_drafts(self, h1: torch.Tensor) -> torch.Tensor:
         """Drafts from the prefill's h_1 (the first round's root c_1 as a depth-0 token of a root at t = 0).
 
-        h1 [B, H] -> [B, D, m]."""
-        zero = self.head_index.new_zeros(1)
-        heads = self.core.heads.index_select(0, self.head_index.index_select(0, zero)[0])
-        return self._heads(h1[:, None], heads, zero, [(0, 0, 1)])[1][:, 0]
+        h1 [1, H] -> [1, D, m]."""
+        if self._generation != self.core.generation:
+            self._tables()
+        return self._heads(h1[:, None], self.rows[0][4][:1], self.t_inputs[0], [(0, 0, 1)])[1][:, 0]
 
 
 @dataclass
@@ -289,6 +342,22 @@ class FusedPlan:
     out_pos: list[int]            # code position each token's output produces
     draft_depth: int              # drafts this round's tree needs (rows of the candidates)
     draft_width: int              # candidates per depth (columns)
+
+    def walk(self, ys: list[int], tokens: list[int]) -> tuple[int, torch.Tensor, list[int]]:
+        """Descend from the root while a token's sample ys[i] is one of its children's tokens.
+
+        ys, tokens: per query index -> (stop node, its path [root..node] as an index tensor, the committed
+        codes: the accepted tokens then the stop node's sample)."""
+        node, taken, children = 0, [], self.children
+        while True:
+            y = ys[node]
+            taken.append(y)
+            for c in children[node]:
+                if tokens[c] == y:
+                    node = c
+                    break
+            else:
+                return node, self.paths[node], taken
 
 
 def make_plans(core: FusedCore, tree: SparseTree, drafter: Drafter) -> dict[int, FusedPlan]:

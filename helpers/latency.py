@@ -6,11 +6,12 @@
 - `inner_loop`: whole frames decoded by our AR loop, by the speculative decoder per tree, and by the
   official `code_predictor.generate` as the `qwen_tts` talker calls it, interleaved frame by frame in
   one process on the same frames; medians per frame, measured tokens/step, measured speedup.
-- `latency_table`: both joined per N: call_ms_p50, overhead, toks_per_step,
-  realised_speedup = toks_per_step / (1 + overhead), measured_speedup, and their ratio.
+- `latency_table`: both joined per N: call_ms_p10/p50/p90, overhead, toks_per_step,
+  realised_speedup = toks_per_step / (1 + overhead), measured_speedup, and its ratio to toks_per_step.
+- `latency_metrics`: all of it for one device, what notebook 06 writes under `latency.<device>.<N>`.
 
 Everything returns plain dataclasses / dicts (JSON-ready). `python -m helpers.latency` is `make bench`:
-the sweep and the inner-loop comparison on the demo's tiny model, printed and saved under outputs/bench/.
+the sweep and the whole-frame comparison on the miniature, printed and saved under outputs/bench/.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -30,7 +32,7 @@ from .code_predictor import CodePredictor
 from .decoding import SpeculativeDecoder, decode_frame_ar
 from .drafters import Drafter
 from .fused import FusedCore, FusedStep
-from .sampling import SamplerConfig
+from .sampling import SamplerConfig, frame_uniforms
 from .tree import SparseTree
 
 SIZES = (4, 8, 16, 32, 64)
@@ -145,92 +147,126 @@ def official_generate(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tenso
 @torch.no_grad()
 def inner_loop(predictor: CodePredictor, drafter: Drafter, trees: dict[int, SparseTree], g: torch.Tensor,
                c0: torch.Tensor, u: torch.Tensor, sampler: SamplerConfig = SamplerConfig(),
-               official: bool = True, warmup_frames: int = 2) -> dict:
-    """Whole frames, one at a time, interleaved: official generate, our AR loop, our speculative decoder per N.
+               official: bool = True, warmup_frames: int = 2, seed: int = 0) -> dict:
+    """Whole frames, one at a time: official generate, our AR loop and our speculative decoder per N, in a
+    shuffled order on every frame (so a load change on a shared machine hits all alike).
 
     g [F, H_talker], c0 [F], u [F, 15]. Checks every speculative frame equals the AR frame.
     -> {"frames", "ar_ms", "official_ms", "ar_over_official", "trees": {N: {"frame_ms", "toks_per_step",
-        "measured_speedup", "identical"}}} (medians of per-frame milliseconds)
+        "measured_speedup", "speedup_over_tps", "identical"}}} (medians of per-frame milliseconds)
     """
-    device = predictor.device
-    sync = _sync(device)
-    decoders = {n: SpeculativeDecoder(predictor, drafter, tree, sampler) for n, tree in trees.items()}
-    times: dict[str, list[float]] = {"ar": [], "official": [], **{str(n): [] for n in trees}}
-    calls = {n: 0 for n in trees}
-    same = {n: 0 for n in trees}
+    sync = _sync(predictor.device)
+    decoders = {str(n): SpeculativeDecoder(predictor, drafter, tree, sampler) for n, tree in trees.items()}
+    times: dict[str, list[float]] = {"ar": [], "official": [], **{n: [] for n in decoders}}
+    calls = {n: 0 for n in decoders}
+    same = {n: 0 for n in decoders}
     frames = g.shape[0]
-
-    def clock(fn):
-        sync()
-        start = time.perf_counter()
-        out = fn()
-        sync()
-        return out, time.perf_counter() - start
-
+    order = random.Random(seed)
     for i in range(-warmup_frames, frames):
         j = i % frames
         gi, ci, ui = g[j:j + 1], c0[j:j + 1], u[j:j + 1]
+        runs = {"ar": lambda: decode_frame_ar(predictor, gi, ci, sampler, ui),
+                **{n: (lambda dec=dec: dec.decode_frame(gi, ci, ui)) for n, dec in decoders.items()}}
         if official:
-            _, dt = clock(lambda: official_generate(predictor, gi, ci, sampler))
+            runs["official"] = lambda: official_generate(predictor, gi, ci, sampler)
+        out = {}
+        for name in order.sample(list(runs), len(runs)):
+            sync()
+            start = time.perf_counter()
+            out[name] = runs[name]()
+            sync()
             if i >= 0:
-                times["official"].append(dt)
-        ar, dt = clock(lambda: decode_frame_ar(predictor, gi, ci, sampler, ui))
+                times[name].append(time.perf_counter() - start)
         if i >= 0:
-            times["ar"].append(dt)
-        for n, dec in decoders.items():
-            res, dt = clock(lambda: dec.decode_frame(gi, ci, ui))
-            if i >= 0:
-                times[str(n)].append(dt)
-                calls[n] += res.calls
-                same[n] += bool(torch.equal(res.codes, ar.codes))
+            for n in decoders:
+                calls[n] += out[n].calls
+                same[n] += bool(torch.equal(out[n].codes, out["ar"].codes))
     med = {k: float(np.median(v)) * 1e3 if v else None for k, v in times.items()}
-    out = {"frames": frames, "ar_ms": med["ar"], "official_ms": med["official"],
-           "ar_over_official": med["official"] / med["ar"] if official else None, "trees": {}}
-    for n in trees:
-        tps = predictor.num_codes * frames / calls[n]
+    result = {"frames": frames, "ar_ms": med["ar"], "official_ms": med["official"],
+              "ar_over_official": med["official"] / med["ar"] if official else None, "trees": {}}
+    for n, tree in trees.items():
+        tps = predictor.num_codes * frames / calls[str(n)]
         speedup = med["ar"] / med[str(n)]
-        out["trees"][n] = {"frame_ms": med[str(n)], "toks_per_step": tps, "measured_speedup": speedup,
-                           "speedup_over_tps": speedup / tps, "identical": same[n] == frames}
-    return out
+        result["trees"][n] = {"frame_ms": med[str(n)], "toks_per_step": tps, "measured_speedup": speedup,
+                              "speedup_over_tps": speedup / tps, "identical": same[str(n)] == frames}
+    return result
 
 
 def latency_table(sweep: dict, loop: dict | None = None, toks_per_step: dict[int, float] | None = None) -> dict:
-    """Join per N: call_ms_p50, overhead, toks_per_step, realised_speedup, measured_speedup (and best N).
+    """Join a `call_sweep` and (optionally) an `inner_loop` per N.
 
     toks_per_step: measured by `loop` when given, else from `toks_per_step` (e.g. expected from calibration).
+    -> {"ar": {"call_ms_p10", "call_ms_p50", "call_ms_p90"[, "frame_ms"]}, "official": {"frame_ms", "over_ar"}
+        or None, "best_n", "by_n": {N: {"q", "call_ms_p10", "call_ms_p50", "call_ms_p90", "overhead",
+        "toks_per_step", "realised_speedup"[, "frame_ms", "measured_speedup", "measured_over_tps", "identical"]}}}
+    realised_speedup = toks_per_step / (1 + overhead); overhead = call_ms_p50 / AR call_ms_p50 - 1; best_n by
+    measured_speedup when measured, else by realised_speedup.
     """
+    def ms(p: dict) -> dict:
+        return {"call_ms_p10": p["p10"], "call_ms_p50": p["p50"], "call_ms_p90": p["p90"]}
+
+    ar = ms(sweep["ar"])
     rows = {}
     for n, row in sweep["trees"].items():
         tps = loop["trees"][n]["toks_per_step"] if loop else (toks_per_step or {}).get(n)
-        r = {"q": row["q"], "call_ms_p50": row["call"]["p50"], "overhead": row["overhead"], "toks_per_step": tps,
+        r = {"q": row["q"], **ms(row["call"]), "overhead": row["overhead"], "toks_per_step": tps,
              "realised_speedup": tps / (1.0 + row["overhead"]) if tps else None}
         if loop:
-            r["measured_speedup"] = loop["trees"][n]["measured_speedup"]
-            r["measured_over_tps"] = r["measured_speedup"] / tps
+            m = loop["trees"][n]
+            r.update(frame_ms=m["frame_ms"], measured_speedup=m["measured_speedup"],
+                     measured_over_tps=m["speedup_over_tps"], identical=m["identical"])
         rows[n] = r
+    official = None
+    if loop:
+        ar["frame_ms"] = loop["ar_ms"]
+        if loop["official_ms"] is not None:
+            official = {"frame_ms": loop["official_ms"], "over_ar": loop["ar_over_official"]}
     key = "measured_speedup" if loop else "realised_speedup"
     scored = [n for n in rows if rows[n].get(key)]
     best = max(scored, key=lambda n: rows[n][key]) if scored else None
-    return {"ar_call_ms_p50": sweep["ar"]["p50"], "rows": rows, "best_n": best}
+    return {"ar": ar, "official": official, "best_n": best, "by_n": rows}
 
 
-def format_table(table: dict, loop: dict | None = None) -> str:
-    lines = [f"AR call p50 {table['ar_call_ms_p50']:.3f} ms"]
-    if loop:
-        lines.append(f"frame medians: AR {loop['ar_ms']:.2f} ms"
-                     + (f", official generate {loop['official_ms']:.2f} ms (official / ours {loop['ar_over_official']:.2f})"
-                        if loop.get("official_ms") else ""))
+@torch.no_grad()
+def latency_metrics(predictor: CodePredictor, drafter: Drafter, trees: dict[int, SparseTree], g: torch.Tensor,
+                    c0: torch.Tensor, sampler: SamplerConfig = SamplerConfig(), calls: int = 200, warmup: int = 20,
+                    cuda_graph: bool = False, official: bool = True, seed: int = 0) -> dict:
+    """Everything notebook 06 reports for this device: per-call latency per N and whole frames measured.
+
+    Runs where the predictor (and drafter) live; move them first for another device.
+    g [F, H_talker] talker states and c0 [F] their first codes, from real frames (teacher forcing or
+    free-running synthesis); the frames' uniforms are drawn from `seed`. trees {N: SparseTree}.
+    calls/warmup: timed and untimed fused calls per size (q = 1 and q = N + 1, root at t = 1).
+    -> `latency_table`'s dict ({"ar", "official", "best_n", "by_n": {N: {call_ms_p50, call_ms_p10,
+       call_ms_p90, overhead, toks_per_step, realised_speedup, measured_speedup, ...}}}) plus "device"
+       (e.g. "cpu", "cuda:0 (NVIDIA H200)"), "cuda_graph" and "frames".
+    """
+    device = predictor.device
+    sweep = call_sweep(predictor, drafter, trees, warmup, calls, cuda_graph=cuda_graph)
+    u = frame_uniforms(torch.Generator().manual_seed(seed), predictor.num_codes, batch=g.shape[0], device=device)
+    loop = inner_loop(predictor, drafter, trees, g.to(device), c0.to(device), u, sampler, official, seed=seed)
+    name = str(device) + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
+    return {"device": name, "cuda_graph": cuda_graph, "frames": g.shape[0], **latency_table(sweep, loop)}
+
+
+def format_table(table: dict) -> str:
+    ar, official = table["ar"], table["official"]
+    lines = [f"AR call p50 {ar['call_ms_p50']:.3f} ms"]
+    if "frame_ms" in ar:
+        lines.append(f"frame medians: our AR loop {ar['frame_ms']:.2f} ms"
+                     + (f", official generate {official['frame_ms']:.2f} ms (official / ours {official['over_ar']:.2f})"
+                        if official else ""))
+    measured = "frame_ms" in ar
     head = f"{'N':>3} {'q':>3} {'call p50 ms':>11} {'overhead':>8} {'toks/step':>9} {'realised':>8}"
-    if loop:
+    if measured:
         head += f" {'frame ms':>9} {'measured':>8} {'meas/tps':>8}"
     lines.append(head)
-    for n, r in table["rows"].items():
+    for n, r in table["by_n"].items():
         tps = f"{r['toks_per_step']:9.2f}" if r["toks_per_step"] else f"{'-':>9}"
         real = f"{r['realised_speedup']:8.2f}" if r["realised_speedup"] else f"{'-':>8}"
         line = f"{n:3d} {r['q']:3d} {r['call_ms_p50']:11.3f} {r['overhead']:8.3f} {tps} {real}"
-        if loop:
-            line += (f" {loop['trees'][n]['frame_ms']:9.2f} {r['measured_speedup']:8.2f} "
-                     f"{r['measured_over_tps']:8.2f}")
+        if measured:
+            line += f" {r['frame_ms']:9.2f} {r['measured_speedup']:8.2f} {r['measured_over_tps']:8.2f}"
         lines.append(line)
     lines.append(f"best N: {table['best_n']}")
     return "\n".join(lines)
@@ -244,61 +280,57 @@ def environment() -> dict:
 
 
 # ---------------------------------------------------------------------- make bench
-def demo_setup(seed: int = 0, train_frames: int = 2000, epochs: int = 3):
-    """The demo's tiny structured model, trained offsets and greedy trees for every N in SIZES.
+def mini_setup(cache: str = "outputs/cache/mini", seed: int = 0, epochs: int = 1, frames: int = 200):
+    """The miniature (built into `cache` if absent), offsets trained on teacher-forced English, greedy trees
+    calibrated on the calibration utterances for every N in SIZES, and real frames of the English
+    evaluation utterances (teacher forcing).
 
-    -> predictor, drafter, trees {N: SparseTree}, table a[d][r], talker spec"""
+    -> predictor, drafter, trees {N: SparseTree}, table a[d][r], g [F, H_talker], c0 [F]"""
     from .calibration import acceptance_table, greedy_tree
-    from .demo import DEMO_SPEC
     from .drafters import PositionOffsets
-    from .sampling import frame_uniforms
-    from .tiny import build_tiny_talker, random_frame_inputs
+    from .mini.build import MINI, build_mini
+    from .mini.quality import teacher_forced
     from .training import TrainConfig, train_drafter
 
-    torch.manual_seed(seed)
-    predictor = CodePredictor.from_talker(build_tiny_talker(DEMO_SPEC, seed=seed, dtype=torch.float32))
-    gen = torch.Generator().manual_seed(seed)
-    g, c0 = random_frame_inputs(DEMO_SPEC.talker_hidden_size, DEMO_SPEC.talker_vocab_size, train_frames, gen,
-                                torch.float32)
-    u = frame_uniforms(gen, batch=train_frames)
-    codes = torch.cat((c0[:, None], decode_frame_ar(predictor, g, c0, SamplerConfig(), u).codes), dim=1)
-    h = predictor.teacher_forced_hidden(g, codes)
+    mini = build_mini(MINI, cache)
+    predictor = CodePredictor.from_talker(mini.model.talker)
+    _, h, codes = teacher_forced(mini, mini.items["offsets_train"])
     drafter = PositionOffsets(predictor)
-    train_drafter(drafter, h, codes, TrainConfig(epochs=epochs), progress=False)
-    table = acceptance_table(drafter, h, codes, width=4)
+    train_drafter(drafter, h, codes, TrainConfig(epochs=epochs, seed=seed), progress=False)
+    _, h, codes = teacher_forced(mini, mini.items["calibration"])
+    table = acceptance_table(drafter, h, codes, width=8)
     trees = {n: greedy_tree(table, n) for n in SIZES}
-    return predictor, drafter, trees, table, DEMO_SPEC
+    g, _, codes = teacher_forced(mini, [it for it in mini.items["evaluation"] if it.lang == "en"])
+    return predictor, drafter, trees, table, g[:frames], codes[:frames, 0]
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description="Latency sweep and inner-loop comparison on the demo's tiny model")
+    ap = argparse.ArgumentParser(description="Latency sweep and whole-frame comparison on the miniature (make bench)")
+    ap.add_argument("--cache", default="outputs/cache/mini", help="the miniature's cache (built there if absent)")
     ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--iters", type=int, default=200)
-    ap.add_argument("--frames", type=int, default=100, help="frames for the inner-loop comparison")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on a shared CPU)")
+    ap.add_argument("--calls", type=int, default=200, help="timed calls per size")
+    ap.add_argument("--frames", type=int, default=200, help="real frames for the whole-frame comparison")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (1: fastest for these small matrices)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="outputs/bench/latency_demo_cpu.json")
+    ap.add_argument("--out", default="outputs/bench/latency_mini_cpu.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    from .sampling import frame_uniforms
-    from .tiny import random_frame_inputs
-
-    print("building the demo model, training offsets, calibrating trees ...", flush=True)
-    predictor, drafter, trees, table, spec = demo_setup(args.seed)
-    print(f"call sweep: {args.warmup} warm-ups + {args.iters} calls per size ...", flush=True)
-    sweep = call_sweep(predictor, drafter, trees, args.warmup, args.iters)
-    gen = torch.Generator().manual_seed(args.seed + 1)
-    g, c0 = random_frame_inputs(spec.talker_hidden_size, spec.talker_vocab_size, args.frames, gen, torch.float32)
-    u = frame_uniforms(gen, batch=args.frames)
-    print(f"inner loop: {args.frames} frames, official generate vs AR vs speculative ...", flush=True)
-    loop = inner_loop(predictor, drafter, trees, g, c0, u)
-    result = latency_table(sweep, loop)
-    print(format_table(result, loop))
-    if not all(r["identical"] for r in loop["trees"].values()):
+    start = time.perf_counter()
+    print("loading the miniature, training offsets, calibrating trees ...", flush=True)
+    predictor, drafter, trees, table, g, c0 = mini_setup(args.cache, args.seed, frames=args.frames)
+    print(f"sweep ({args.warmup} warm-ups + {args.calls} calls per size) and {g.shape[0]} whole frames "
+          f"(official generate, AR, speculative per N) ...", flush=True)
+    metrics = latency_metrics(predictor, drafter, trees, g, c0, calls=args.calls, warmup=args.warmup, seed=args.seed)
+    print(format_table(metrics))
+    best = metrics["by_n"][metrics["best_n"]]
+    print(f"at N = {metrics['best_n']}: measured speedup {best['measured_speedup']:.2f} / measured tokens/step "
+          f"{best['toks_per_step']:.2f} = {best['measured_over_tps']:.2f}")
+    if not all(r["identical"] for r in metrics["by_n"].values()):
         raise SystemExit("speculative codes differ from AR codes: losslessness broken")
-    data = {"model": "demo-tiny", "environment": environment(), "args": vars(args), "sweep": sweep,
-            "inner_loop": loop, "table": result}
-    print(f"saved {save_json(args.out, data)}")
+    data = {"model": "mini", "environment": environment(), "args": vars(args), "acceptance": table.tolist(),
+            "trees": {n: [list(p) for p in tree.paths] for n, tree in trees.items()}, "metrics": metrics,
+            "seconds": time.perf_counter() - start}
+    print(f"saved {save_json(args.out, data)} ({data['seconds']:.0f} s)")
     return data
 
 

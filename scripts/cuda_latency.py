@@ -24,8 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers.calibration import expected_tokens_per_step, greedy_tree  # noqa: E402
 from helpers.code_predictor import CodePredictor  # noqa: E402
 from helpers.drafters import PositionOffsets  # noqa: E402
+from helpers.artifacts import save_json  # noqa: E402
 from helpers.latency import (REFERENCE_TABLE, SIZES, call_sweep, environment, format_table, inner_loop,  # noqa: E402
-                             latency_table, write_json_atomic)
+                             latency_table)
 from helpers.sampling import frame_uniforms  # noqa: E402
 from helpers.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs  # noqa: E402
 
@@ -91,13 +92,13 @@ def main(argv=None) -> dict:
         label = "cuda graph" if graphs else "eager"
         sweep = call_sweep(predictor, drafter, trees, args.warmup, args.iters, cuda_graph=graphs)
         table = latency_table(sweep, toks_per_step=expected)
-        for n, row in table["rows"].items():
+        for n, row in table["by_n"].items():
             row["realised_at_paper_ceiling"] = (PAPER_CEILING[n] / (1 + row["overhead"])
                                                 if n in PAPER_CEILING else None)
         print(f"\n[{label}] tokens/step from a reference acceptance table (not this random model)")
         print(format_table(table))
         print("speedup at the paper's tokens/step: " + ", ".join(
-            f"N={n}: {r['realised_at_paper_ceiling']:.2f}" for n, r in table["rows"].items()
+            f"N={n}: {r['realised_at_paper_ceiling']:.2f}" for n, r in table["by_n"].items()
             if r["realised_at_paper_ceiling"]))
         results["cuda_graph" if graphs else "eager"] = {"sweep": sweep, "table": table}
     if args.frames:
@@ -111,7 +112,7 @@ def main(argv=None) -> dict:
               f"(official / ours {loop['ar_over_official']:.2f})")
         results["inner_loop_ar_vs_official"] = loop
     out = args.out or f"outputs/bench/latency_0.6b_{args.device}.json"
-    print(f"saved {write_json_atomic(out, results)} ({time.perf_counter() - start:.0f}s in all)")
+    print(f"saved {save_json(out, results)} ({time.perf_counter() - start:.0f}s in all)")
     return results
 
 
