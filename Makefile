@@ -20,7 +20,7 @@ run: setup
 	$(PY) -m helpers.run params/mini.yaml
 
 test: setup
-	$(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q      # tiny models: one thread each, no oversubscription
 
 # Latency sweep (q = 1 vs q = N + 1) and whole-frame inner loop (official generate vs AR vs speculative)
 # on the miniature (built into outputs/cache/mini if absent); prints a table, saves outputs/bench/latency_mini_cpu.json.
