@@ -9,6 +9,7 @@ import matplotlib
 if not matplotlib.get_backend().lower().startswith(("module://matplotlib_inline", "module://ipykernel")):
     matplotlib.use("Agg")                    # headless (tests, papermill without a display)
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import numpy as np
 import seaborn as sns
 
@@ -89,6 +90,7 @@ def tokens_vs_tree_size(expected: dict[str, dict[int, float]], measured: dict[st
             ax.plot(mn, [measured[name][n] for n in mn], marker="o", color=f"C{i}", label=f"{name} measured")
     ax.set(xscale="log", xlabel="tree size N", ylabel="tokens per call", title="Tokens/step vs tree size")
     ax.set_xticks(sorted(next(iter(expected.values()))), labels=[str(n) for n in sorted(next(iter(expected.values())))])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.axhline(1.0, color="0.5", lw=0.8)
     ax.legend(fontsize=8)
     return fig
@@ -132,5 +134,6 @@ def speedup_vs_tree_size(by_n: dict, device: str, paper: dict | None = None):
     ax.axhline(1.0, color="0.5", lw=0.8)
     ax.set(xscale="log", xlabel="tree size N", ylabel="speedup over AR", title=f"Inner-loop speedup on {device}")
     ax.set_xticks([int(n) for n in ns], labels=[str(n) for n in ns])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.legend(fontsize=7)
     return fig
