@@ -70,7 +70,7 @@ class RunParams:
     acceptance_width: int = 8
     tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 16, 32, 64])
     tree_size: int = 32
-    ceiling_frames: int = 40                # calibration frames for the ideal drafter's ceiling (exact marginals)
+    ceiling_frames: int = 24                # calibration frames for the ideal drafter's ceiling (exact marginals)
     # sampling of c0 (talker) and c1..c15 (code predictor): the deployed settings
     top_k: int = 50
     top_p: float = 1.0
