@@ -69,10 +69,15 @@ def sections(P: RunParams, m: dict) -> list[str]:
         out += ["## Losslessness", "", f"Speculative vs AR codes from the same seeds: {lo['frames_identical']:,} of "
                 f"{lo['frames_compared']:,} frames identical ({verdict}).", ""]
     if "latency" in m:
+        columns = ("call_ms_p50", "overhead", "toks_per_step", "realised_speedup", "measured_speedup")
         for device, by_n in m["latency"].items():
-            rows = [{"N": n, **r} for n, r in by_n.items() if isinstance(r, dict)]
-            if rows:
-                out += [f"## Latency on {device}", "", markdown(rows), ""]
+            rows = [{"N": int(n), **{c: r.get(c) for c in columns}}
+                    for n, r in sorted(by_n.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0)
+                    if isinstance(r, dict)]
+            out += [f"## Latency on {device} ({by_n.get('dtype')})", "", markdown(rows), "",
+                    f"Best N {by_n.get('best_n')}; AR call p50 {by_n.get('ar_call_ms_p50', 0):.3f} ms; whole frame: our AR "
+                    f"loop {by_n.get('ar_frame_ms', 0):.2f} ms, official `code_predictor.generate` "
+                    f"{by_n.get('official_frame_ms', 0):.2f} ms.", ""]
     if "coreml" in m:
         out += ["## Core ML export", "", markdown([{"package": k, **v} for k, v in m["coreml"].items()
                                                    if isinstance(v, dict)]), ""]
