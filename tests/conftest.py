@@ -43,3 +43,14 @@ def qwen3_tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("qwen3")
     return dict(tts=build_tiny_tts(root / "tts"), whisper=build_tiny_whisper(root / "whisper"),
                 **build_tiny_datasets(root / "data"))
+
+
+@pytest.fixture(scope="module")
+def backend(qwen3_tiny):
+    """The qwen3 backend loaded from the tiny saved checkpoint (tests/qwen3_tiny.py), on one thread."""
+    from helpers.qwen3.backend import Qwen3Backend
+    from qwen3_tiny import tiny_params
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield Qwen3Backend.from_params(tiny_params(qwen3_tiny))
+    torch.set_num_threads(threads)

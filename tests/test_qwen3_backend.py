@@ -23,14 +23,6 @@ from qwen3_tiny import tiny_params
 
 
 @pytest.fixture(scope="module")
-def backend(qwen3_tiny):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield Qwen3Backend.from_params(tiny_params(qwen3_tiny))
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
 def trained(backend):
     """Offsets trained on teacher-forced VoxPopuli stand-ins; tree calibrated on LibriSpeech stand-ins."""
     predictor = backend.predictor

@@ -3,24 +3,13 @@ around `generate_custom_voice`, gives the AR inner loop's exact output, and the 
 what the stock one samples."""
 
 import numpy as np
-import pytest
 import torch
 from scipy.stats import chi2_contingency
 
 from drafting import TREES, random_drafters
 from helpers.decoding import SpeculativeDecoder
 from helpers.inner_loop import InnerLoop
-from helpers.qwen3.backend import Qwen3Backend
 from helpers.sampling import SamplerConfig
-from qwen3_tiny import tiny_params
-
-
-@pytest.fixture(scope="module")
-def backend(qwen3_tiny):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield Qwen3Backend.from_params(tiny_params(qwen3_tiny))
-    torch.set_num_threads(threads)
 
 
 def test_speculative_generate_custom_voice_equals_ar(backend):

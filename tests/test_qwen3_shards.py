@@ -14,21 +14,12 @@ from drafting import TREES, random_drafters
 from helpers.artifacts import load_json, load_tensors
 from helpers.decoding import SpeculativeDecoder
 from helpers.qwen3.asr import error_rate
-from helpers.qwen3.backend import Qwen3Backend
 from helpers.qwen3.shards import error_rates, evaluate_shard, extract_shard, launcher_shard, main, merge_shards, shard_of
 from helpers.sampling import SamplerConfig
 from qwen3_tiny import tiny_params
 
 ROOT = Path(__file__).resolve().parents[1]
 ROLES = ("train", "calibration")
-
-
-@pytest.fixture(scope="module")
-def backend(qwen3_tiny):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield Qwen3Backend.from_params(tiny_params(qwen3_tiny))
-    torch.set_num_threads(threads)
 
 
 def test_shard_blocks_cover_the_items_in_order(monkeypatch, qwen3_tiny):
