@@ -37,7 +37,7 @@ STAGE_FIELDS = {
     "wer": ("wer_seeds",),
 }
 QWEN3_DATA_FIELDS = ("speaker", "voxpopuli_id", "voxpopuli_config", "voxpopuli_split", "librispeech_id",
-                     "librispeech_config", "librispeech_split", "fleurs_id", "fleurs_split", "max_utterance_seconds")
+                     "librispeech_config", "librispeech_split", "fleurs_id", "fleurs_split", "max_utterance_seconds", "whisper_id")
 CALIBRATION_SEED = 10_000            # calibration synthesis seeds: P.seed + CALIBRATION_SEED + index
 WER_SEED_STRIDE = 1_000              # WER seed s of sample i: P.seed + s * WER_SEED_STRIDE + i
 
@@ -47,7 +47,7 @@ def stage_params(P: RunParams, stage: str) -> dict:
     names = list(STAGE_FIELDS)
     keys = [k for s in names[:names.index(stage) + 1] for k in STAGE_FIELDS[s]]
     if P.backend == "qwen3":
-        keys += QWEN3_DATA_FIELDS                   # where the real backend's data comes from
+        keys += QWEN3_DATA_FIELDS                   # where the real backend's data and ASR come from
     return {k: getattr(P, k) for k in keys}
 
 
