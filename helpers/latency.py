@@ -280,33 +280,27 @@ def environment() -> dict:
 
 
 # ---------------------------------------------------------------------- make bench
-def mini_setup(cache: str = "outputs/cache/mini", seed: int = 0, epochs: int = 1, frames: int = 200):
-    """The miniature (built into `cache` if absent), offsets trained on teacher-forced English, greedy trees
-    calibrated on the calibration utterances for every N in SIZES, and real frames of the English
-    evaluation utterances (teacher forcing).
+def mini_setup(params: str = "params/mini.yaml", frames: int = 200):
+    """The run of `params` (its cached stages: the miniature, trained drafters, calibration tables, shared with
+    `make run`): the main drafter and its code predictor as deployed, greedy trees for every N in SIZES, and
+    real frames (teacher-forced validation utterances).
 
     -> predictor, drafter, trees {N: SparseTree}, table a[d][r], g [F, H_talker], c0 [F]"""
-    from .calibration import acceptance_table, greedy_tree
-    from .drafters import PositionOffsets
-    from .mini.build import MINI, build_mini
-    from .mini.quality import teacher_forced
-    from .training import TrainConfig, train_drafter
+    from . import stages
+    from .calibration import greedy_tree
+    from .params import load_params
 
-    mini = build_mini(MINI, cache)
-    predictor = CodePredictor.from_talker(mini.model.talker)
-    _, h, codes = teacher_forced(mini, mini.items["offsets_train"])
-    drafter = PositionOffsets(predictor)
-    train_drafter(drafter, h, codes, TrainConfig(epochs=epochs, seed=seed), progress=False)
-    _, h, codes = teacher_forced(mini, mini.items["calibration"])
-    table = acceptance_table(drafter, h, codes, width=8)
-    trees = {n: greedy_tree(table, n) for n in SIZES}
-    g, _, codes = teacher_forced(mini, [it for it in mini.items["evaluation"] if it.lang == "en"])
-    return predictor, drafter, trees, table, g[:frames], codes[:frames, 0]
+    P = load_params(params)
+    predictor, drafter = stages.deployed(P)
+    table = stages.calibration(P).tables[stages.main_drafter(P)]
+    g, _, codes = stages.teacher_forced(P, "validation")
+    return (predictor, drafter, {n: greedy_tree(table, n) for n in SIZES}, table, g[:frames].to(predictor.dtype),
+            codes[:frames, 0])
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description="Latency sweep and whole-frame comparison on the miniature (make bench)")
-    ap.add_argument("--cache", default="outputs/cache/mini", help="the miniature's cache (built there if absent)")
+    ap.add_argument("--params", default="params/mini.yaml", help="the run whose miniature and drafters are timed")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--calls", type=int, default=200, help="timed calls per size")
     ap.add_argument("--frames", type=int, default=200, help="real frames for the whole-frame comparison")
@@ -316,8 +310,9 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    print("loading the miniature, training offsets, calibrating trees ...", flush=True)
-    predictor, drafter, trees, table, g, c0 = mini_setup(args.cache, args.seed, frames=args.frames)
+    print("loading the miniature, its trained drafters and calibration (built and cached if absent) ...", flush=True)
+    predictor, drafter, trees, table, g, c0 = mini_setup(args.params, frames=args.frames)
+    torch.set_num_threads(args.threads)
     print(f"sweep ({args.warmup} warm-ups + {args.calls} calls per size) and {g.shape[0]} whole frames "
           f"(official generate, AR, speculative per N) ...", flush=True)
     metrics = latency_metrics(predictor, drafter, trees, g, c0, calls=args.calls, warmup=args.warmup, seed=args.seed)
