@@ -16,22 +16,31 @@ import torch
 from .code_predictor import CodePredictor, KVCache
 from .drafters import Drafter
 from .fused import FusedCore, FusedStep, fusable, make_plans
+from .phases import no_clock
 from .sampling import SamplerConfig, sample, target_probs
 from .tree import SparseTree
 
 
 @dataclass
 class FrameResult:
-    """codes [B, 15] (c1..c15); calls = model calls for the frame; accepted = drafts accepted per round."""
+    """codes [B, 15] (c1..c15); calls = model calls for the frame; accepted = drafts accepted per round.
+
+    `drafts`: (t, candidates [D, m]) per round with a tree, the table its nodes were picked from (kept as the
+    decoder's raw outputs, sliced when read)."""
 
     codes: torch.Tensor
     calls: int
     accepted: list[int] = field(default_factory=list)
-    drafts: list[tuple[int, torch.Tensor]] = field(default_factory=list)   # (t, candidates [D, m]) per round
+    draft_sources: list[tuple] = field(default_factory=list, repr=False)   # (t, table, stop node or None, D, m)
 
     @property
     def tokens_per_step(self) -> float:
         return self.codes.shape[-1] / self.calls
+
+    @property
+    def drafts(self) -> list[tuple[int, torch.Tensor]]:
+        return [(t, (table if node is None else table[0, node])[:depth, :width])
+                for t, table, node, depth, width in self.draft_sources]
 
 
 def _check_frame_inputs(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> None:
@@ -56,8 +65,10 @@ def ar_step(predictor: CodePredictor) -> FusedStep:
 
 @torch.no_grad()
 def decode_frame_ar(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig,
-                    u: torch.Tensor) -> FrameResult:
-    """Autoregressive c1..c15: prefill [g, c0], then one call per code. g [B, H], c0 [B], u [B, 15]."""
+                    u: torch.Tensor, clock=no_clock) -> FrameResult:
+    """Autoregressive c1..c15: prefill [g, c0], then one call per code. g [B, H], c0 [B], u [B, 15].
+
+    clock: a `helpers.phases.PhaseClock` to tell where each phase of the frame ends (profiling)."""
     _check_frame_inputs(predictor, g, c0, u)
     step = ar_step(predictor)
     core = step.core
@@ -65,11 +76,15 @@ def decode_frame_ar(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor,
     logits, k, v, _ = core.prefill(g, c0, cache.k, cache.v)
     cache.commit(k, v)
     codes = [sample(target_probs(logits, sampler), u[:, 0])]
+    clock("prefill")
     for t in range(1, predictor.num_codes):
-        logits, k, v = step.run(codes[-1][:, None], cache.k, cache.v, t)
+        logits, k, v = step.run(codes[-1][:, None], cache.k, cache.v, t, clock)
+        clock("heads")
         if t + 1 < predictor.num_codes:
             cache.commit(k, v)
+        clock("commit")
         codes.append(sample(target_probs(logits[:, 0], sampler), u[:, t]))
+        clock("sample")
     return FrameResult(torch.stack(codes, dim=1), calls=predictor.num_codes)
 
 
@@ -108,8 +123,10 @@ class SpeculativeDecoder:
         return cache
 
     @torch.no_grad()
-    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> FrameResult:
-        """Speculative c1..c15 for one frame. g [1, H], c0 [1], u [1, 15] -> FrameResult."""
+    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, clock=no_clock) -> FrameResult:
+        """Speculative c1..c15 for one frame. g [1, H], c0 [1], u [1, 15] -> FrameResult.
+
+        clock: a `helpers.phases.PhaseClock` to tell where each phase of a round ends (profiling)."""
         p, n = self.predictor, self.predictor.num_codes
         _check_frame_inputs(p, g, c0, u)
         if g.shape[0] != 1:
@@ -124,8 +141,11 @@ class SpeculativeDecoder:
         length = 2
         root = sample(target_probs(logits, self.sampler), u[:1])                      # c_1, [1]
         codes = root.tolist()
-        calls, accepted, drafts = 1, [], []
-        cand = self.plans[1].step.first_drafts(h)[0] if self.fused_drafts else None   # [D, m]
+        calls, accepted, sources = 1, [], []
+        table, node = None, None         # the drafts [D, m] (or every node's, [1, q, D, m], and the stop node)
+        if self.fused_drafts:            # round 1's drafts from h_1; later rounds' come out of the call
+            table = self.plans[1].step.first_drafts(h)[0]
+        clock("prefill")
         t = 1
         while t < n:
             plan = self.plans[t]
@@ -133,25 +153,35 @@ class SpeculativeDecoder:
                 query = root[None]
             else:
                 if not self.fused_drafts:
-                    cand = self.drafter.draft_logits(h, t, plan.draft_depth)[0].topk(plan.draft_width, dim=-1).indices
-                cand = cand[:plan.draft_depth, :plan.draft_width]
-                drafts.append((t, cand))
+                    table = self.drafter.draft_logits(h, t, plan.draft_depth)[0].topk(plan.draft_width, dim=-1).indices
+                sources.append((t, table, node, plan.draft_depth, plan.draft_width))
+                cand = table if node is None else table[0, node]                              # [D, m]
                 query = torch.cat((root, cand[plan.node_depth, plan.node_rank]))[None]
-            out = plan.step.run(query, ck, cv, t)
+            clock("query")
+            out = plan.step.run(query, ck, cv, t, clock)
+            clock("heads")
             calls += 1
             ys_t = sample(target_probs(out[0][0], self.sampler), u.index_select(0, plan.u_index))   # [q]
+            clock("sample")
             node, path, taken = plan.walk(ys_t.tolist(), query[0].tolist())
+            clock("walk")
             codes += taken
             accepted.append(len(taken) - 1)
             t = plan.out_pos[node]
             if t < n:                                                # commit the root and the accepted path
-                ck[:, :, :, length:length + len(taken)] = out[1].index_select(3, path)
-                cv[:, :, :, length:length + len(taken)] = out[2].index_select(3, path)
-                length += len(taken)
+                m = len(taken)
+                if plan.prefix[node]:
+                    ck[:, :, :, length:length + m] = out[1][:, :, :, :m]
+                    cv[:, :, :, length:length + m] = out[2][:, :, :, :m]
+                else:
+                    ck[:, :, :, length:length + m] = out[1].index_select(3, path)
+                    cv[:, :, :, length:length + m] = out[2].index_select(3, path)
+                length += m
                 root = ys_t[node:node + 1]
                 if plan.tree is not None:
                     if self.fused_drafts:
-                        cand = out[3][0, node]
+                        table = out[3]                                   # [1, q, D, m]: the stop node's row next
                     else:
-                        h = out[3][:, node]
-        return FrameResult(torch.tensor([codes], device=p.device), calls, accepted, drafts)
+                        h, node = out[3][:, node], None
+            clock("commit")
+        return FrameResult(torch.tensor([codes], device=p.device), calls, accepted, sources)

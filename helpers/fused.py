@@ -43,6 +43,20 @@ from .drafters import Drafter, MedusaHeads
 from .tree import SparseTree
 
 
+def rms_norm(x: torch.Tensor, weight2: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm as one `layer_norm` kernel: [x, -x] has mean 0 and variance mean(x^2), so the first half of its
+    layer norm is x / sqrt(mean(x^2) + eps). x [..., H], weight2 = [weight, 0] [2H] -> [..., H] (a view).
+    The official formula (to ~1 ulp); on CPU one kernel instead of `F.rms_norm`'s several (~3-6 us a norm)."""
+    width = x.shape[-1]
+    return F.layer_norm(torch.cat((x, -x), -1), (2 * width,), weight2, None, eps)[..., :width]
+
+
+def _padded(weight: torch.Tensor) -> torch.Tensor:
+    """[weight, 0]: a norm weight as `rms_norm` takes it."""
+    weight = weight.detach()
+    return torch.cat((weight, torch.zeros_like(weight)))
+
+
 def fusable(drafter: Drafter | None) -> bool:
     """True for drafters whose draft logits are heads (+ offsets) the fused module can compute itself."""
     if drafter is None or type(drafter).draft_logits is not Drafter.draft_logits:
@@ -104,17 +118,17 @@ class FusedCore(nn.Module):
             # projections as x @ W (transposed, contiguous: faster than F.linear for a few rows), q/k/v and
             # gate/up each stacked into one matrix; q/k norm weights merged [nh + nkv, d], q rows carry 1/sqrt(d)
             self.layer_weights = [(
-                layer.input_layernorm.weight.detach(),
+                _padded(layer.input_layernorm.weight),
                 torch.cat([m.weight.detach() for m in (a.q_proj, a.k_proj, a.v_proj)]).t().contiguous(),
                 torch.cat((a.q_norm.weight.detach().expand(self.nh, -1) * a.scaling,
                            a.k_norm.weight.detach().expand(self.nkv, -1))),
-                a.o_proj.weight.detach().t().contiguous(), layer.post_attention_layernorm.weight.detach(),
+                a.o_proj.weight.detach().t().contiguous(), _padded(layer.post_attention_layernorm.weight),
                 torch.cat((layer.mlp.gate_proj.weight.detach(), layer.mlp.up_proj.weight.detach())).t().contiguous(),
                 layer.mlp.down_proj.weight.detach().t().contiguous(), layer.mlp.act_fn)
                 for layer in p.layers for a in (layer.self_attn,)]
         self._signature = signature
         self.generation += 1
-        self.norm_weight = p.official.model.norm.weight.detach()
+        self.norm_weight = _padded(p.official.model.norm.weight)
         projection = p.official.small_to_mtp_projection                  # talker width -> predictor width
         self.project = None if isinstance(projection, nn.Identity) else projection.forward
         self.mask_min = max(torch.finfo(dtype).min, -3.0e4)   # exp() underflows to 0 in any dtype; finite in fp16
@@ -135,10 +149,9 @@ class FusedCore(nn.Module):
         nh, nkv, hd = self.nh, self.nkv, self.hd
         groups = nh // nkv
         h = x if self.project is None else self.project(x)
-        width = (h.shape[-1],)
         k_out, v_out = [], []
         for li, (w_in, w_qkv, w_qk, w_o, w_post, w_gate_up, w_down, act) in enumerate(self.layer_weights):
-            qkv = torch.matmul(F.rms_norm(h, width, w_in, self.eps), w_qkv).view(batch, q, nh + 2 * nkv, hd)
+            qkv = torch.matmul(rms_norm(h, w_in, self.eps), w_qkv).view(batch, q, nh + 2 * nkv, hd)
             qk = F.rms_norm(qkv[:, :, :nh + nkv], (hd,), None, self.eps) * w_qk
             qk = qk * cos + torch.roll(qk, hd // 2, -1) * sin                      # RoPE
             qs = qk[:, :, :nh].reshape(batch, q, nkv, groups, hd).permute(0, 2, 3, 1, 4).reshape(
@@ -156,10 +169,9 @@ class FusedCore(nn.Module):
             o = torch.matmul(probs.view(batch, nkv, groups * q, -1), values)         # [B, kv, g q, d]
             h = h + torch.matmul(o.view(batch, nkv, groups, q, hd).permute(0, 3, 1, 2, 4).reshape(batch, q, nh * hd),
                                  w_o)
-            gate, up = torch.matmul(F.rms_norm(h, width, w_post, self.eps), w_gate_up).chunk(2, dim=-1)
+            gate, up = torch.matmul(rms_norm(h, w_post, self.eps), w_gate_up).chunk(2, dim=-1)
             h = h + torch.matmul(act(gate) * up, w_down)
-        h = F.rms_norm(h, width, self.norm_weight, self.eps)
-        return h, torch.stack(k_out), torch.stack(v_out)
+        return rms_norm(h, self.norm_weight, self.eps), torch.stack(k_out), torch.stack(v_out)
 
     def prefill(self, g: torch.Tensor, c0: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor):
         """[g, E0(c0)] over an empty cache (zeros, fully masked). g [B, H_talker], c0 [B]
@@ -271,18 +283,21 @@ class FusedStep(nn.Module):
         heads = core.heads.index_select(0, self.head_index.index_select(0, t)[0])         # [W, H, V]
         return self._call(tokens, k_cache, v_cache, t, emb_offset, cos, sin, mask, self._weights(heads))
 
-    def run(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: int):
-        """The same call with the root position as a host int: rows read as views (what the decoders run)."""
+    def run(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: int, clock=None):
+        """The same call with the root position as a host int: rows read as views (what the decoders run).
+        clock: optional `helpers.phases.PhaseClock`, told when the layers end (the rest is the heads)."""
         if self._generation != self.core.generation:
             self._tables()
         emb_offset, cos, sin, mask, weights = self.rows[t]
         return self._call(tokens, k_cache, v_cache, self.t_inputs[t] if self.medusa else None,
-                          emb_offset, cos, sin, mask, weights)
+                          emb_offset, cos, sin, mask, weights, clock)
 
-    def _call(self, tokens, k_cache, v_cache, t, emb_offset, cos, sin, mask, weights):
+    def _call(self, tokens, k_cache, v_cache, t, emb_offset, cos, sin, mask, weights, clock=None):
         core = self.core
         x = F.embedding(tokens + emb_offset, core.tables)                                 # [B, q, H_talker]
         hidden, k_new, v_new = core.layers(x, cos, sin, mask, k_cache, v_cache)
+        if clock is not None:
+            clock("layers")
         if self.fused_drafts:
             if tokens.shape[0] != 1:
                 raise ValueError(f"a call with fused drafts decodes one stream (batch 1), got batch {tokens.shape[0]}")
@@ -339,6 +354,7 @@ class FusedPlan:
     node_rank: torch.Tensor       # [N] rank of each node (column of the drafts)
     children: list[list[int]]     # query index -> children query indices
     paths: list[torch.Tensor]     # query index -> [root, ..., node] query indices (the KV entries to keep)
+    prefix: list[bool]            # query index -> its path is 0, 1, .., len - 1 (committed as a slice)
     out_pos: list[int]            # code position each token's output produces
     draft_depth: int              # drafts this round's tree needs (rows of the candidates)
     draft_width: int              # candidates per depth (columns)
@@ -384,7 +400,7 @@ def make_plans(core: FusedCore, tree: SparseTree, drafter: Drafter) -> dict[int,
             node_depth=torch.tensor([d - 1 for d in depth[1:]], device=device, dtype=torch.long),
             node_rank=(sub.rank[1:] if sub is not None else torch.zeros(0, dtype=torch.long)).to(device),
             children=[sorted(c.values()) for c in sub.children] if sub is not None else [[]],
-            paths=paths, out_pos=[t + d + 1 for d in depth],
+            paths=paths, prefix=[p.tolist() == list(range(len(p))) for p in paths], out_pos=[t + d + 1 for d in depth],
             draft_depth=sub.max_depth if sub is not None else 0,
             draft_width=max(sub.width) if sub is not None else 0)
     return plans

@@ -8,7 +8,8 @@
   one process on the same frames; medians per frame, measured tokens/step, measured speedup.
 - `latency_table`: both joined per N: call_ms_p10/p50/p90, overhead, toks_per_step,
   realised_speedup = toks_per_step / (1 + overhead), measured_speedup, and its ratio to toks_per_step.
-- `latency_metrics`: all of it for one device, what notebook 06 writes under `latency.<device>.<N>`.
+- `latency_metrics`: all of it for one device, what notebook 06 writes under `latency.<device>.<N>`,
+  with `phases.round_profile`: the AR step and the round split into phases, to see where time goes.
 
 Everything returns plain dataclasses / dicts (JSON-ready). `python -m helpers.latency` is `make bench`:
 the sweep and the whole-frame comparison on the miniature, printed and saved under outputs/bench/.
@@ -32,6 +33,7 @@ from .code_predictor import CodePredictor
 from .decoding import SpeculativeDecoder, decode_frame_ar
 from .drafters import Drafter
 from .fused import FusedCore, FusedStep
+from .phases import format_profile, round_profile
 from .sampling import SamplerConfig, frame_uniforms
 from .tree import SparseTree
 
@@ -239,14 +241,18 @@ def latency_metrics(predictor: CodePredictor, drafter: Drafter, trees: dict[int,
     calls/warmup: timed and untimed fused calls per size (q = 1 and q = N + 1, root at t = 1).
     -> `latency_table`'s dict ({"ar", "official", "best_n", "by_n": {N: {call_ms_p50, call_ms_p10,
        call_ms_p90, overhead, toks_per_step, realised_speedup, measured_speedup, ...}}}) plus "device"
-       (e.g. "cpu", "cuda:0 (NVIDIA H200)"), "cuda_graph" and "frames".
+       (e.g. "cpu", "cuda:0 (NVIDIA H200)"), "cuda_graph", "frames" and "profile" (`phases.round_profile`:
+       where the time of an AR step and of a round goes, on the same frames).
     """
     device = predictor.device
     sweep = call_sweep(predictor, drafter, trees, warmup, calls, cuda_graph=cuda_graph)
     u = frame_uniforms(torch.Generator().manual_seed(seed), predictor.num_codes, batch=g.shape[0], device=device)
-    loop = inner_loop(predictor, drafter, trees, g.to(device), c0.to(device), u, sampler, official, seed=seed)
+    g, c0 = g.to(device), c0.to(device)
+    loop = inner_loop(predictor, drafter, trees, g, c0, u, sampler, official, seed=seed)
+    profile = round_profile(predictor, drafter, trees, g, c0, u, sampler, seed=seed)
     name = str(device) + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
-    return {"device": name, "cuda_graph": cuda_graph, "frames": g.shape[0], **latency_table(sweep, loop)}
+    return {"device": name, "cuda_graph": cuda_graph, "frames": g.shape[0], **latency_table(sweep, loop),
+            "profile": profile}
 
 
 def format_table(table: dict) -> str:
@@ -317,6 +323,8 @@ def main(argv=None) -> dict:
           f"(official generate, AR, speculative per N) ...", flush=True)
     metrics = latency_metrics(predictor, drafter, trees, g, c0, calls=args.calls, warmup=args.warmup, seed=args.seed)
     print(format_table(metrics))
+    print("where the time goes, ms per AR step / per round (+: more than the AR step):")
+    print(format_profile(metrics["profile"]))
     best = metrics["by_n"][metrics["best_n"]]
     print(f"at N = {metrics['best_n']}: measured speedup {best['measured_speedup']:.2f} / measured tokens/step "
           f"{best['toks_per_step']:.2f} = {best['measured_over_tps']:.2f}")

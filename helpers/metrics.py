@@ -8,6 +8,7 @@ Sections (dotted keys):
     tree.<N>.{expected_toks_per_step, measured_toks_per_step}
     lossless.{frames_compared, frames_identical}
     latency.<device>.<N>.{call_ms_p50, overhead, toks_per_step, realised_speedup, measured_speedup}
+    latency.<device>.profile                                (`phases.round_profile`: where a round's time goes)
 """
 
 from __future__ import annotations

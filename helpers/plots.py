@@ -137,3 +137,24 @@ def speedup_vs_tree_size(by_n: dict, device: str, paper: dict | None = None):
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.legend(fontsize=7)
     return fig
+
+
+def round_phases(profile: dict, device: str):
+    """Where the time goes (`phases.round_profile`): ms per AR step and per speculative round, stacked by
+    phase (host = query + walk + commit), AR step / round written above each speculative bar."""
+    parts = {"layers": ("layers",), "heads (+ drafts)": ("heads",), "sample": ("sample",),
+             "host: query, walk, commit": ("query", "walk", "commit")}
+    rows = {"AR step": profile["ar"], **{f"N={n}": r for n, r in profile["trees"].items()}}
+    fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    bottom = np.zeros(len(rows))
+    for label, phases in parts.items():
+        ms = np.array([sum(r.get(p, 0.0) for p in phases) for r in rows.values()])
+        ax.bar(list(rows), ms, bottom=bottom, label=label)
+        bottom += ms
+    for i, r in enumerate(profile["trees"].values(), start=1):
+        ax.annotate(f"{r['ratio']:.2f}", (i, bottom[i]), ha="center", va="bottom", fontsize=8)
+    ax.axhline(bottom[0], color="0.3", lw=0.8, ls="--")
+    ax.set(ylabel="ms per AR step / per round",
+           title=f"Where a round's time goes on {device} (above: AR step / round)")
+    ax.legend(fontsize=7, loc="upper left")
+    return fig

@@ -77,7 +77,7 @@ def sections(P: RunParams, m: dict) -> list[str]:
             out += [f"## Latency on {device} ({by_n.get('dtype')})", "", markdown(rows), "",
                     f"Best N {by_n.get('best_n')}; AR call p50 {by_n.get('ar_call_ms_p50', 0):.3f} ms; whole frame: our AR "
                     f"loop {by_n.get('ar_frame_ms', 0):.2f} ms, official `code_predictor.generate` "
-                    f"{by_n.get('official_frame_ms', 0):.2f} ms.", ""]
+                    f"{by_n.get('official_frame_ms', 0):.2f} ms.", ""] + _profile_lines(by_n)
     if "coreml" in m:
         out += ["## Core ML export", "", markdown([{"package": k, **v} for k, v in m["coreml"].items()
                                                    if isinstance(v, dict)]), ""]
@@ -85,6 +85,21 @@ def sections(P: RunParams, m: dict) -> list[str]:
     if figures:
         out += ["## Figures", ""] + [f"![{f.stem}](figures/{f.name})" for f in figures] + [""]
     return out
+
+
+def _profile_lines(by_n: dict) -> list[str]:
+    """Where the time of a round goes at the best N (notebook 06's profile), in one paragraph."""
+    profile, best = by_n.get("profile"), str(by_n.get("best_n"))
+    if not profile or best not in profile["trees"]:
+        return []
+    ar, r = profile["ar"], profile["trees"][best]
+    over = r["over_ar"]
+    host = over["query"] + over["walk"] + over["commit"]
+    return [f"Where the time goes at N = {best}: an AR step {ar['per_call_ms']:.3f} ms, a round "
+            f"{r['per_call_ms']:.3f} ms (layers {over['layers']:+.3f}, heads and drafts {over['heads']:+.3f}, "
+            f"sampling {over['sample']:+.3f}, host {host:+.3f}): AR step / round {r['ratio']:.2f}; "
+            f"{r['ratio_free_host']:.2f} with free host work, {r['ratio_verify_only']:.2f} if the drafts were free too.",
+            ""]
 
 
 def write_report(P: RunParams) -> str:

@@ -65,6 +65,7 @@ def test_latency_metrics_structure_and_consistency(setup, tmp_path):
         assert math.isclose(r["toks_per_step"], 15 * 3 / calls)
     assert m["best_n"] == max(m["by_n"], key=lambda n: m["by_n"][n]["measured_speedup"])
     assert "meas/tps" in format_table(m)
+    assert set(m["profile"]["trees"]) == set(trees) and m["profile"]["ar"]["steps"] == 14   # where time goes
     path = save_json(tmp_path / "bench" / "x.json", m)
     back = json.loads(path.read_text())
     assert back["best_n"] == m["best_n"] and set(back["by_n"]) == {str(n) for n in trees}

@@ -58,11 +58,11 @@ def test_the_whole_sequence_runs_on_smoke_with_complete_metrics(smoke_run):
     assert metrics["drafters"]["offsets"]["added_params"] == P.depth * 64          # K x H of the smoke model
     for name in names:
         assert (run_dir / f"{name}.ipynb").exists()
-    assert {"03_tree.png", "03_tree_attention_mask.png", "04_tokens_vs_n.png"} <= {
+    assert {"03_tree.png", "03_tree_attention_mask.png", "04_tokens_vs_n.png", "06_round_phases.png"} <= {
         p.name for p in (run_dir / "figures").glob("*.png")}
     assert (run_dir / "tables" / "table2_drafters.csv").exists()
     report = (run_dir / "report.md").read_text()
-    for heading in ("Table 1", "Table 2", "Table 3", "Losslessness", "Figures"):
+    for heading in ("Table 1", "Table 2", "Table 3", "Losslessness", "Where the time goes", "Figures"):
         assert heading in report
 
 
