@@ -71,9 +71,8 @@ def sections(P: RunParams, m: dict) -> list[str]:
     if "latency" in m:
         columns = ("call_ms_p50", "overhead", "toks_per_step", "realised_speedup", "measured_speedup")
         for device, by_n in m["latency"].items():
-            rows = [{"N": int(n), **{c: r.get(c) for c in columns}}
-                    for n, r in sorted(by_n.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0)
-                    if isinstance(r, dict)]
+            rows = [{"N": int(n), **{c: by_n[n].get(c) for c in columns}}
+                    for n in sorted((k for k in by_n if k.isdigit()), key=int)]
             out += [f"## Latency on {device} ({by_n.get('dtype')})", "", markdown(rows), "",
                     f"Best N {by_n.get('best_n')}; AR call p50 {by_n.get('ar_call_ms_p50', 0):.3f} ms; whole frame: our AR "
                     f"loop {by_n.get('ar_frame_ms', 0):.2f} ms, official `code_predictor.generate` "
