@@ -23,8 +23,8 @@ test: setup
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q      # tiny models: one thread each, no oversubscription
 
 # Latency sweep (q = 1 vs q = N + 1) and whole-frame inner loop (official generate vs AR vs speculative)
-# on the miniature of params/mini.yaml (its cached stages, shared with make run; built if absent); prints a
-# table, saves outputs/bench/latency_mini_cpu.json.
+# on the miniature of params/mini.yaml (its cached stages, shared with make run; built if absent), and where
+# a round's time goes phase by phase; prints the tables, saves outputs/bench/latency_mini_cpu.json.
 bench: setup
 	$(PY) -m helpers.latency
 

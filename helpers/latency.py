@@ -232,13 +232,14 @@ def latency_table(sweep: dict, loop: dict | None = None, toks_per_step: dict[int
 @torch.no_grad()
 def latency_metrics(predictor: CodePredictor, drafter: Drafter, trees: dict[int, SparseTree], g: torch.Tensor,
                     c0: torch.Tensor, sampler: SamplerConfig = SamplerConfig(), calls: int = 200, warmup: int = 20,
-                    cuda_graph: bool = False, official: bool = True, seed: int = 0) -> dict:
+                    cuda_graph: bool = False, official: bool = True, seed: int = 0, profile_frames: int = 100) -> dict:
     """Everything notebook 06 reports for this device: per-call latency per N and whole frames measured.
 
     Runs where the predictor (and drafter) live; move them first for another device.
     g [F, H_talker] talker states and c0 [F] their first codes, from real frames (teacher forcing or
     free-running synthesis); the frames' uniforms are drawn from `seed`. trees {N: SparseTree}.
     calls/warmup: timed and untimed fused calls per size (q = 1 and q = N + 1, root at t = 1).
+    profile_frames: the first frames profiled phase by phase (`phases.round_profile`), after the timed run.
     -> `latency_table`'s dict ({"ar", "official", "best_n", "by_n": {N: {call_ms_p50, call_ms_p10,
        call_ms_p90, overhead, toks_per_step, realised_speedup, measured_speedup, ...}}}) plus "device"
        (e.g. "cpu", "cuda:0 (NVIDIA H200)"), "cuda_graph", "frames" and "profile" (`phases.round_profile`:
@@ -249,7 +250,8 @@ def latency_metrics(predictor: CodePredictor, drafter: Drafter, trees: dict[int,
     u = frame_uniforms(torch.Generator().manual_seed(seed), predictor.num_codes, batch=g.shape[0], device=device)
     g, c0 = g.to(device), c0.to(device)
     loop = inner_loop(predictor, drafter, trees, g, c0, u, sampler, official, seed=seed)
-    profile = round_profile(predictor, drafter, trees, g, c0, u, sampler, seed=seed)
+    f = min(profile_frames, g.shape[0])
+    profile = round_profile(predictor, drafter, trees, g[:f], c0[:f], u[:f], sampler, seed=seed)
     name = str(device) + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
     return {"device": name, "cuda_graph": cuda_graph, "frames": g.shape[0], **latency_table(sweep, loop),
             "profile": profile}
