@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 # The main job on the offline default: the notebook sequence on params/mini.yaml (the miniature is built
 # and cached on the first run) into outputs/mini/.
 run: setup
-	$(PY) -m helpers.run params/mini.yaml
+	$(PY) -m helpers params/mini.yaml
 
 test: setup
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q      # tiny models: one thread each, no oversubscription
@@ -26,7 +26,7 @@ test: setup
 # on the miniature of params/mini.yaml (its cached stages, shared with make run; built if absent), and where
 # a round's time goes phase by phase; prints the tables, saves outputs/bench/latency_mini_cpu.json.
 bench: setup
-	$(PY) -m helpers.latency
+	$(PY) -m helpers.experiment.bench
 
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks

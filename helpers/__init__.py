@@ -1,0 +1,14 @@
+"""RVQ position-aware speculative decoding of the Qwen3-TTS code predictor: the notebooks' helper package.
+
+Folders by layer, imports running downward only (tests/test_architecture.py checks it):
+
+    artifacts    atomic writes, safetensors / JSON, cached build steps      (imports nothing of ours)
+    method/      sampler, trees, drafters, the code-predictor call, fused call, decoders, calibration
+    adapter/     our decoders inside the official qwen_tts classes: talker inputs, the drop-in switch
+    backends/    the interface and its two backends: mini (offline miniature), qwen3 (the real model)
+    measure/     latency, phase profile, Core ML export
+    report/      tables, figures, report.md, the paper's numbers
+    experiment/  parameters, cached stages, metrics.json, the runner, bench and shard command lines
+
+`python -m helpers PARAMS` runs the notebook sequence (helpers.experiment.runner).
+"""

@@ -35,6 +35,23 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
     return path
 
 
+def atomic_folder(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """Call write(tmp_folder) (an empty folder beside `path`), then put it in place of `path` (replacing a
+    leftover): a folder on disk is always complete."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent))   # same extension
+    try:
+        write(tmp)
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return path
+
+
 def save_json(path, obj: Any) -> Path:
     return atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"))
 
@@ -64,15 +81,9 @@ def cached_step(root, name: str, params: Any, build: Callable[[Path], None], log
     if (final / "params.json").exists():
         log(f"{name}: cached ({final})")
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    try:
+
+    def write(tmp: Path) -> None:
         build(tmp)
-        save_json(tmp / "params.json", params)
-        if final.exists():                                          # an incomplete leftover
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-    return final
+        save_json(tmp / "params.json", params)                     # last: marks the folder complete
+
+    return atomic_folder(final, write)

@@ -21,14 +21,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers.calibration import expected_tokens_per_step, greedy_tree  # noqa: E402
-from helpers.code_predictor import CodePredictor  # noqa: E402
-from helpers.drafters import PositionOffsets  # noqa: E402
+from helpers.method.calibration import REFERENCE_TABLE, expected_tokens_per_step, greedy_tree  # noqa: E402
+from helpers.method.predictor import CodePredictor  # noqa: E402
+from helpers.method.drafters import PositionOffsets  # noqa: E402
 from helpers.artifacts import save_json  # noqa: E402
-from helpers.latency import (REFERENCE_TABLE, SIZES, call_sweep, environment, format_table, inner_loop,  # noqa: E402
-                             latency_table)
-from helpers.sampling import frame_uniforms  # noqa: E402
-from helpers.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs  # noqa: E402
+from helpers.measure.latency import (SIZES, call_sweep, environment, format_table, frame_latency,  # noqa: E402
+                                     latency_table)
+from helpers.method.sampling import frame_uniforms  # noqa: E402
+from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs  # noqa: E402
 
 # Qwen3-TTS-12Hz-0.6B: code predictor hidden 1024, 5 layers, 16 heads, 8 kv heads, head_dim 128,
 # intermediate 3072, vocab 2048 (the defaults of qwen_tts's Qwen3TTSTalkerCodePredictorConfig);
@@ -86,12 +86,12 @@ def main(argv=None) -> dict:
     trees = {n: greedy_tree(REFERENCE_TABLE, n) for n in args.sizes}
     expected = {n: expected_tokens_per_step(tree, REFERENCE_TABLE) for n, tree in trees.items()}
     results = {"model": "qwen3-tts-0.6b-shape-random", "dtype": str(dtype), "environment": environment(),
-               "args": vars(args), "expected_toks_per_step": expected, "paper_ceiling": PAPER_CEILING}
+               "args": vars(args), "expected_tokens_per_step": expected, "paper_ceiling": PAPER_CEILING}
     modes = [False] + ([True] if args.device == "cuda" and not args.no_graphs else [])
     for graphs in modes:
         label = "cuda graph" if graphs else "eager"
         sweep = call_sweep(predictor, drafter, trees, args.warmup, args.iters, cuda_graph=graphs)
-        table = latency_table(sweep, toks_per_step=expected)
+        table = latency_table(sweep, tokens_per_step=expected)
         for n, row in table["by_n"].items():
             row["realised_at_paper_ceiling"] = (PAPER_CEILING[n] / (1 + row["overhead"])
                                                 if n in PAPER_CEILING else None)
@@ -106,7 +106,7 @@ def main(argv=None) -> dict:
         g, c0 = random_frame_inputs(REAL_SHAPE.talker_hidden_size, REAL_SHAPE.talker_vocab_size, args.frames, gen,
                                     dtype)
         u = frame_uniforms(gen, batch=args.frames)
-        loop = inner_loop(predictor, drafter, {}, g.to(args.device), c0.to(args.device), u.to(args.device),
+        loop = frame_latency(predictor, drafter, {}, g.to(args.device), c0.to(args.device), u.to(args.device),
                           warmup_frames=1)
         print(f"\nwhole frames: our AR loop {loop['ar_ms']:.2f} ms, official generate {loop['official_ms']:.2f} ms "
               f"(official / ours {loop['ar_over_official']:.2f})")

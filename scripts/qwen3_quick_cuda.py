@@ -21,12 +21,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from helpers.artifacts import load_json, load_tensors, save_json  # noqa: E402
-from helpers.calibration import acceptance_table, expected_tokens_per_step, greedy_tree  # noqa: E402
-from helpers.drafters import PositionOffsets, ReusedHeads  # noqa: E402
-from helpers.params import load_params, parse_override  # noqa: E402
-from helpers.qwen3.backend import Qwen3Backend  # noqa: E402
-from helpers.qwen3.shards import extract_shard, merge_shards  # noqa: E402
-from helpers.training import TrainConfig, train_drafter  # noqa: E402
+from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree  # noqa: E402
+from helpers.method.drafters import PositionOffsets, ReusedHeads  # noqa: E402
+from helpers.experiment.params import load_params, parse_override  # noqa: E402
+from helpers.backends.qwen3.backend import Qwen3Backend  # noqa: E402
+from helpers.experiment.shards import extract_shard, merge_shards  # noqa: E402
+from helpers.method.training import TrainConfig, train_drafter  # noqa: E402
 
 ROLES = ("train", "validation", "calibration")
 

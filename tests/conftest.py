@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from helpers.code_predictor import CodePredictor
-from helpers.tiny import TinyTalkerSpec, build_tiny_talker
+from helpers.method.predictor import CodePredictor
+from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker
 
 # Two shapes required by the foundation issue: 2 layers / hidden 64 / vocab 64 (MHA) and
 # 3 layers / hidden 96 / GQA 3:1 / vocab 100 with a talker of another width (projection in play).
@@ -31,7 +31,7 @@ def tiny(request):
 
 
 def frame_inputs(spec, n, seed, dtype=torch.float64):
-    from helpers.tiny import random_frame_inputs
+    from helpers.adapter.tiny import random_frame_inputs
     return random_frame_inputs(spec.talker_hidden_size, spec.talker_vocab_size, n,
                                torch.Generator().manual_seed(seed), dtype)
 
@@ -45,12 +45,19 @@ def qwen3_tiny(tmp_path_factory):
                 **build_tiny_datasets(root / "data"))
 
 
+@pytest.fixture(scope="session")
+def qwen3_params(qwen3_tiny):
+    """RunParams of the qwen3 backend on the tiny stand-ins."""
+    from qwen3_tiny import tiny_params
+    return tiny_params(qwen3_tiny)
+
+
 @pytest.fixture(scope="module")
 def backend(qwen3_tiny):
     """The qwen3 backend loaded from the tiny saved checkpoint (tests/qwen3_tiny.py), on one thread."""
-    from helpers.qwen3.backend import Qwen3Backend
+    from helpers.experiment.stages import load_backend
     from qwen3_tiny import tiny_params
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield Qwen3Backend.from_params(tiny_params(qwen3_tiny))
+    yield load_backend(tiny_params(qwen3_tiny))
     torch.set_num_threads(threads)

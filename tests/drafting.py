@@ -2,14 +2,10 @@
 
 import torch
 
-from helpers.calibration import greedy_tree
-from helpers.drafters import Drafter, MedusaHeads, PositionOffsets, ReusedHeads
-from helpers.tree import SparseTree
+from helpers.method.calibration import REFERENCE_TABLE as TABLE, greedy_tree
+from helpers.method.drafters import Drafter, MedusaHeads, PositionOffsets, ReusedHeads
+from helpers.method.tree import SparseTree
 
-# A made-up acceptance table (decreasing with rank and depth) to grow sparse trees of any size.
-TABLE = torch.tensor([[0.50, 0.20, 0.10, 0.06, 0.04, 0.02],
-                      [0.40, 0.15, 0.08, 0.05, 0.03, 0.02],
-                      [0.30, 0.12, 0.06, 0.04, 0.02, 0.01]], dtype=torch.float64)
 
 TREES = {
     "chain": SparseTree.chain(3),

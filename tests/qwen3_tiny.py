@@ -16,8 +16,10 @@ import numpy as np
 import soundfile as sf
 import torch
 
+from helpers.backends.languages import LANGUAGES as OFFICIAL_NAMES
+
 CODEC = 64                      # codes per codebook (Mimi needs a power of two)
-LANGUAGES = ("english", "german", "spanish", "russian", "japanese", "chinese")
+LANGUAGES = tuple(OFFICIAL_NAMES.values())
 SPEAKERS = ("ryan", "anna")
 TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tts_pad>", "<tts_bos>", "<tts_eos>"]
 WORDS = "the a cat dog sat ran on mat red blue big small house tree sun moon one two".split()
@@ -191,7 +193,7 @@ def build_tiny_datasets(root: Path, seed: int = 0) -> dict[str, Path]:
 
 def tiny_params(paths: dict, **overrides):
     """RunParams of the qwen3 backend on the tiny stand-ins (CPU, float64, a handful of utterances)."""
-    from helpers.params import RunParams
+    from helpers.experiment.params import RunParams
 
     return RunParams.from_dict({**dict(
         run_name="qwen3-tiny", backend="qwen3", model_id_or_path=str(paths["tts"]), device="cpu", dtype="float64",

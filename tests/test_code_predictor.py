@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from conftest import SPECS, frame_inputs
-from helpers.code_predictor import CodePredictor, causal_mask
-from helpers.tiny import build_tiny_talker
-from helpers.tree import SparseTree
+from helpers.method.predictor import CodePredictor, causal_mask
+from helpers.adapter.tiny import build_tiny_talker
+from helpers.method.tree import SparseTree
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -28,7 +28,7 @@ def _sequential_logits(cp, g, c0, tokens, positions):
     cache = cp.new_cache(1)
     h = cp.prefill(cache, g, c0)
     for tok, pos in zip(tokens, positions):
-        hidden, k, v = cp.run(cache, cp.embed(torch.tensor([[tok]]), [pos]), causal_mask(1))
+        hidden, k, v = cp.forward_query(cache, cp.embed(torch.tensor([[tok]]), [pos]), causal_mask(1))
         cache.commit(k, v)
         h = hidden[:, 0]
     return cp.logits(h[:, None], [positions[-1] + 1 if positions else 1])[0, 0]
@@ -47,11 +47,11 @@ def test_tree_call_equals_sequential_calls(tiny, tree, t):
     cache = cp.new_cache(1)
     cp.prefill(cache, g, c0)
     for i, tok in enumerate(committed, start=1):
-        _, k, v = cp.run(cache, cp.embed(torch.tensor([[tok]]), [i]), causal_mask(1))
+        _, k, v = cp.forward_query(cache, cp.embed(torch.tensor([[tok]]), [i]), causal_mask(1))
         cache.commit(k, v)
     depth = tree.depth.tolist()
     query = torch.tensor([[root] + nodes])
-    hidden, _, _ = cp.run(cache, cp.embed(query, [t + d for d in depth]), tree.mask, tree.depth)
+    hidden, _, _ = cp.forward_query(cache, cp.embed(query, [t + d for d in depth]), tree.mask, tree.depth)
     tree_logits = cp.logits(hidden, [t + d + 1 for d in depth])[0]
     for qi in range(tree.size + 1):
         chain = [qi]
@@ -84,7 +84,7 @@ def test_query_longer_than_cache_is_refused(tiny):
     cache = cp.new_cache(1)
     x = torch.zeros(1, 5, spec.talker_hidden_size, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"query of 5 tokens .* max_query=4"):
-        cp.run(cache, x, causal_mask(5))
+        cp.forward_query(cache, x, causal_mask(5))
 
 
 def test_codes_outside_vocabulary_are_refused(tiny):

@@ -9,11 +9,11 @@ import platform
 import pytest
 import torch
 
-from helpers.code_predictor import CodePredictor
-from helpers.coreml_export import export_calls
-from helpers.drafters import PositionOffsets
-from helpers.tiny import TinyTalkerSpec, build_tiny_talker
-from helpers.tree import SparseTree
+from helpers.method.predictor import CodePredictor
+from helpers.measure.coreml_export import export_calls
+from helpers.method.drafters import PositionOffsets
+from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker
+from helpers.method.tree import SparseTree
 
 SPEC = TinyTalkerSpec(hidden_size=32, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=32,
                       talker_hidden_size=24)

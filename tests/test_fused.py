@@ -11,11 +11,11 @@ import torch
 
 from conftest import frame_inputs
 from drafting import TABLE, random_drafters
-from helpers.calibration import greedy_tree
-from helpers.code_predictor import KVCache, causal_mask
-from helpers.decoding import ar_step
-from helpers.fused import FusedCore, FusedStep, fusable
-from helpers.tree import SparseTree
+from helpers.method.calibration import greedy_tree
+from helpers.method.predictor import KVCache, causal_mask
+from helpers.method.decoding import ar_step
+from helpers.method.fused import FusedCore, FusedStep, fusable
+from helpers.method.tree import SparseTree
 
 TREES = {"full2x3": SparseTree.full(2, 3),
          "sparse7": SparseTree([(0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0)]),
@@ -27,7 +27,7 @@ def _committed_cache(cp, g, c0, committed):
     cache = cp.new_cache(1)
     cp.prefill(cache, g, c0)
     for i, tok in enumerate(committed, start=1):
-        _, k, v = cp.run(cache, cp.embed(torch.tensor([[tok]]), [i]), causal_mask(1))
+        _, k, v = cp.forward_query(cache, cp.embed(torch.tensor([[tok]]), [i]), causal_mask(1))
         cache.commit(k, v)
     return cache
 
@@ -40,7 +40,7 @@ def _sequential_hidden(cp, cache, tree, tokens, t, live):
         parent = int(tree.parent[qi])
         base = cache if parent < 0 else caches[parent]
         c = KVCache(base.k.clone(), base.v.clone(), base.length)
-        h, k, v = cp.run(c, cp.embed(torch.tensor([[tokens[qi]]]), [t + int(tree.depth[qi])]), causal_mask(1))
+        h, k, v = cp.forward_query(c, cp.embed(torch.tensor([[tokens[qi]]]), [t + int(tree.depth[qi])]), causal_mask(1))
         c.commit(k, v)
         caches[qi], hidden[qi] = c, h[:, 0]
     return hidden
@@ -75,7 +75,7 @@ def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned
 
     # new K/V: the step-by-step module's tree call (itself equal to sequential calls, test_code_predictor)
     depth = tree.depth.tolist()
-    _, k_ref, v_ref = cp.run(cache, cp.embed(query, [min(t + d, 15) for d in depth]), tree.mask, tree.depth)
+    _, k_ref, v_ref = cp.forward_query(cache, cp.embed(query, [min(t + d, 15) for d in depth]), tree.mask, tree.depth)
     live = [i for i, d in enumerate(depth) if t + d <= cp.num_codes - 1]               # nodes the walk may use
     assert (k_new[:, :, :, live] - k_ref[:, :, :, live]).abs().max() < TOL
     assert (v_new[:, :, :, live] - v_ref[:, :, :, live]).abs().max() < TOL
@@ -105,7 +105,7 @@ def test_ar_call_and_prefill_equal_step_by_step(tiny):
     tokens = torch.randint(0, spec.vocab_size, (3, 14), generator=torch.Generator().manual_seed(4))
     for t in range(1, 15):
         logits, k, v = step(tokens[:, t - 1:t], cache.k, cache.v, torch.tensor([t]))
-        hidden, k_ref, v_ref = cp.run(cache, cp.embed(tokens[:, t - 1:t], [t]), causal_mask(1))
+        hidden, k_ref, v_ref = cp.forward_query(cache, cp.embed(tokens[:, t - 1:t], [t]), causal_mask(1))
         assert (logits[:, 0] - cp.logits(hidden, [t + 1])[:, 0]).abs().max() < TOL
         assert (k - k_ref).abs().max() < TOL and (v - v_ref).abs().max() < TOL
         cache.commit(k_ref, v_ref)

@@ -5,14 +5,14 @@ import pytest
 import torch
 
 from drafting import TREES, random_drafters
-from helpers.code_predictor import CodePredictor
-from helpers.decoding import SpeculativeDecoder
-from helpers.inner_loop import InnerLoop
-from helpers.replay import replay_calls
-from helpers.synthesis import Synthesis
-from helpers.mini.model import MiniModelSpec, TextVocab, build_mini_model
-from helpers.sampling import SamplerConfig
-from helpers.talker_inputs import talker_prompt, teacher_forced_inputs
+from helpers.method.predictor import CodePredictor
+from helpers.method.decoding import SpeculativeDecoder
+from helpers.adapter.inner_loop import InnerLoop
+from helpers.method.replay import replay_calls
+from helpers.adapter.synthesis import Synthesis
+from helpers.backends.mini.model import MiniModelSpec, TextVocab, build_mini_model
+from helpers.method.sampling import SamplerConfig
+from helpers.adapter.talker_inputs import talker_prompt, teacher_forced_inputs
 
 VOCAB = TextVocab(list("abcdefgh"))
 SPEC = MiniModelSpec(codec_size=48, talker_hidden=48, talker_layers=2, predictor_hidden=64, predictor_layers=2,

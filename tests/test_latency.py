@@ -9,13 +9,13 @@ import torch
 from conftest import SPECS, frame_inputs
 from drafting import TABLE
 from helpers.artifacts import save_json
-from helpers.calibration import greedy_tree
-from helpers.code_predictor import CodePredictor
-from helpers.decoding import SpeculativeDecoder
-from helpers.drafters import PositionOffsets
-from helpers.latency import call_sweep, format_table, latency_metrics, latency_table
-from helpers.sampling import SamplerConfig, frame_uniforms
-from helpers.tiny import build_tiny_talker
+from helpers.method.calibration import greedy_tree
+from helpers.method.predictor import CodePredictor
+from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.drafters import PositionOffsets
+from helpers.measure.latency import call_sweep, format_table, latency_metrics, latency_table
+from helpers.method.sampling import SamplerConfig, frame_uniforms
+from helpers.adapter.tiny import build_tiny_talker
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +33,10 @@ def test_sweep_structure_and_expected_table(setup):
     sweep = call_sweep(cp, drafter, trees, warmup=1, iters=3)
     assert sweep["ar"]["iters"] == 3 and set(sweep["trees"]) == {4, 8}
     assert sweep["trees"][8]["q"] == 9 and sweep["trees"][4]["call"]["p10"] <= sweep["trees"][4]["call"]["p90"]
-    table = latency_table(sweep, toks_per_step={4: 1.5, 8: 1.8})
+    table = latency_table(sweep, tokens_per_step={4: 1.5, 8: 1.8})
     assert table["official"] is None and "frame_ms" not in table["ar"]
     for n, r in table["by_n"].items():
-        assert math.isclose(r["realised_speedup"], r["toks_per_step"] / (1 + r["overhead"]))
+        assert math.isclose(r["realised_speedup"], r["tokens_per_step"] / (1 + r["overhead"]))
         assert "measured_speedup" not in r
     assert table["best_n"] == max(table["by_n"], key=lambda n: table["by_n"][n]["realised_speedup"])
     assert "best N" in format_table(table)
@@ -52,17 +52,17 @@ def test_latency_metrics_structure_and_consistency(setup, tmp_path):
     assert m["official"]["frame_ms"] > 0 and math.isclose(m["official"]["over_ar"], m["official"]["frame_ms"] / ar["frame_ms"])
     u = frame_uniforms(torch.Generator().manual_seed(7), batch=3)
     for n, r in m["by_n"].items():
-        assert set(r) >= {"call_ms_p50", "call_ms_p10", "call_ms_p90", "overhead", "toks_per_step",
+        assert set(r) >= {"call_ms_p50", "call_ms_p10", "call_ms_p90", "overhead", "tokens_per_step",
                           "realised_speedup", "measured_speedup"} and r["q"] == n + 1 and r["identical"]
         assert r["call_ms_p10"] <= r["call_ms_p50"] <= r["call_ms_p90"]
         assert math.isclose(r["overhead"], r["call_ms_p50"] / ar["call_ms_p50"] - 1)
-        assert math.isclose(r["realised_speedup"], r["toks_per_step"] / (1 + r["overhead"]))
+        assert math.isclose(r["realised_speedup"], r["tokens_per_step"] / (1 + r["overhead"]))
         assert math.isclose(r["measured_speedup"], ar["frame_ms"] / r["frame_ms"])
-        assert math.isclose(r["measured_over_tps"], r["measured_speedup"] / r["toks_per_step"])
+        assert math.isclose(r["measured_over_tps"], r["measured_speedup"] / r["tokens_per_step"])
         # tokens/step is that of these very frames and uniforms
         dec = SpeculativeDecoder(cp, drafter, trees[n], sampler)
         calls = sum(dec.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]).calls for i in range(3))
-        assert math.isclose(r["toks_per_step"], 15 * 3 / calls)
+        assert math.isclose(r["tokens_per_step"], 15 * 3 / calls)
     assert m["best_n"] == max(m["by_n"], key=lambda n: m["by_n"][n]["measured_speedup"])
     assert "meas/tps" in format_table(m)
     assert set(m["profile"]["trees"]) == set(trees) and m["profile"]["ar"]["steps"] == 14   # where time goes

@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.code_predictor import CodePredictor
-from helpers.calibration import greedy_tree
-from helpers.decoding import SpeculativeDecoder
-from helpers.drafters import ReusedHeads
-from helpers.mini.build import SMOKE, MiniBuildConfig, build_mini
-from helpers.mini.codec import CodecConfig, fit_codec
-from helpers.mini.backend import MiniBackend
-from helpers.mini.speech import speak_all
-from helpers.sampling import SamplerConfig
+from helpers.method.predictor import CodePredictor
+from helpers.method.calibration import greedy_tree
+from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.drafters import ReusedHeads
+from helpers.backends.mini.build import SMOKE, MiniBuildConfig, build_mini
+from helpers.backends.mini.codec import CodecConfig, fit_codec
+from helpers.backends.mini.backend import MiniBackend
+from helpers.backends.mini.speech import speak_all
+from helpers.method.sampling import SamplerConfig
 
 from drafting import TABLE
 

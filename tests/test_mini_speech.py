@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from helpers.mini import asr, corpus, espeak
+from helpers.backends.mini import asr, corpus, espeak
 
 
 # ---- corpus -------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ def test_settings_do_not_leak_between_calls():
 
 
 def test_synthesis_deterministic_across_processes():
-    code = ("from helpers.mini import espeak; import hashlib; h = hashlib.sha1()\n"
+    code = ("from helpers.backends.mini import espeak; import hashlib; h = hashlib.sha1()\n"
             "for t in ['Good morning.', 'Good morning.', 'Hola.']: h.update(espeak.synthesize(t, 'en', 'klatt4')[0].tobytes())\n"
             "print(h.hexdigest())")
     run = lambda: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -9,9 +9,9 @@ import nbformat
 import papermill
 import pytest
 
-from helpers.metrics import missing_keys, required_keys
-from helpers.params import REPO_ROOT, RunParams, load_params
-from helpers.run import notebooks
+from helpers.experiment.metrics import missing_keys, required_keys
+from helpers.experiment.params import REPO_ROOT, RunParams, load_params
+from helpers.experiment.runner import notebooks
 
 FIELDS = set(RunParams().to_dict())
 
@@ -36,7 +36,7 @@ def run(*args, timeout=1200):
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory, smoke_cache):
     out = tmp_path_factory.mktemp("outputs")
-    result = run("-m", "helpers.run", "params/smoke.yaml", "-p", f"output_dir={out}", "-p", f"cache_dir={smoke_cache}")
+    result = run("-m", "helpers", "params/smoke.yaml", "-p", f"output_dir={out}", "-p", f"cache_dir={smoke_cache}")
     return out, result
 
 
@@ -54,7 +54,7 @@ def test_the_whole_sequence_runs_on_smoke_with_complete_metrics(smoke_run):
     assert set(metrics["run"]["wall_s"]) == set(names)
     assert metrics["languages"]["en"]["wer_ar"] is not None and metrics["languages"]["de"]["wer_ar"] is None
     for n in P.tree_sizes:
-        assert 1.0 < metrics["tree"][str(n)]["measured_toks_per_step"] <= 15.0
+        assert 1.0 < metrics["tree"][str(n)]["measured_tokens_per_step"] <= 15.0
     assert metrics["drafters"]["offsets"]["added_params"] == P.depth * 64          # K x H of the smoke model
     for name in names:
         assert (run_dir / f"{name}.ipynb").exists()
@@ -79,7 +79,7 @@ def test_one_notebook_runs_alone_with_the_papermill_cli(smoke_run, smoke_cache, 
 
 def test_a_failing_notebook_is_named_with_its_partial_output(smoke_run, tmp_path):
     out, _ = smoke_run
-    result = run("-m", "helpers.run", "params/smoke.yaml", "--only", "01", "-p", "run_name=broken",
+    result = run("-m", "helpers", "params/smoke.yaml", "--only", "01", "-p", "run_name=broken",
                  "-p", f"output_dir={out}", "-p", "backend=qwen3", "-p", f"model_id_or_path={tmp_path / 'missing'}")
     assert result.returncode == 1
     assert "notebook 01_data_and_teacher_forcing.ipynb failed in cell" in result.stderr

@@ -6,7 +6,7 @@ import sys
 import pytest
 import yaml
 
-from helpers.params import REPO_ROOT, ParamsError, RunParams, load_params, notebook_params, parse_override
+from helpers.experiment.params import REPO_ROOT, ParamsError, RunParams, load_params, notebook_params, parse_override
 
 
 @pytest.mark.parametrize("values, message", [
@@ -51,7 +51,7 @@ def test_overrides_and_notebook_namespace(tmp_path, monkeypatch):
 
 
 def run_cli(*args, cwd=REPO_ROOT):
-    return subprocess.run([sys.executable, "-m", "helpers.run", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "helpers", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=120)
 
 

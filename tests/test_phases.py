@@ -7,16 +7,17 @@ import math
 import pytest
 import torch
 
-import helpers.phases as phases
+import helpers.method.clock as clock_module
 from conftest import SPECS, frame_inputs
 from drafting import TABLE
-from helpers.calibration import greedy_tree
-from helpers.code_predictor import CodePredictor
-from helpers.decoding import SpeculativeDecoder, decode_frame_ar
-from helpers.drafters import PositionOffsets
-from helpers.phases import AR_PHASES, ROUND_PHASES, PhaseClock, format_profile, round_profile
-from helpers.sampling import SamplerConfig, frame_uniforms
-from helpers.tiny import build_tiny_talker
+from helpers.method.calibration import greedy_tree
+from helpers.method.predictor import CodePredictor
+from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.drafters import PositionOffsets
+from helpers.measure.profile import format_profile, round_profile
+from helpers.method.clock import AR_PHASES, ROUND_PHASES, PhaseClock
+from helpers.method.sampling import SamplerConfig, frame_uniforms
+from helpers.adapter.tiny import build_tiny_talker
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def setup():
 def ticking(monkeypatch):
     """perf_counter advancing by exactly 1 per reading: each mark books 1 'second', so seconds = marks."""
     ticks = itertools.count()
-    monkeypatch.setattr(phases.time, "perf_counter", lambda: float(next(ticks)))
+    monkeypatch.setattr(clock_module.time, "perf_counter", lambda: float(next(ticks)))
 
 
 def test_clock_books_the_time_since_the_previous_mark(ticking):

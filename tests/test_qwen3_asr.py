@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers.qwen3.asr import error_rate, normalize
+from helpers.backends.qwen3.asr import error_rate, normalize
 
 
 @pytest.mark.parametrize("lang,text,expected", [

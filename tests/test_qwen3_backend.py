@@ -12,13 +12,14 @@ import pytest
 import torch
 from qwen_tts.core.models import Qwen3TTSForConditionalGeneration
 
-from helpers.calibration import acceptance_table, expected_tokens_per_step, greedy_tree
-from helpers.decoding import SpeculativeDecoder
-from helpers.drafters import PositionOffsets, ReusedHeads
-from helpers.params import ParamsError
-from helpers.qwen3.backend import Qwen3Backend
-from helpers.sampling import SamplerConfig
-from helpers.training import TrainConfig, train_drafter
+from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree
+from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.drafters import PositionOffsets, ReusedHeads
+from helpers.experiment.params import ParamsError
+from helpers.backends.qwen3.backend import Qwen3Backend
+from helpers.experiment.stages import load_backend, qwen3_data
+from helpers.method.sampling import SamplerConfig
+from helpers.method.training import TrainConfig, train_drafter
 from qwen3_tiny import tiny_params
 
 
@@ -35,8 +36,8 @@ def trained(backend):
     return drafter, history, table, greedy_tree(table, 16)
 
 
-def test_loads_the_checkpoint_with_the_official_settings(backend):
-    P = backend.P
+def test_loads_the_checkpoint_with_the_official_settings(backend, qwen3_params):
+    P = qwen3_params
     assert isinstance(backend.model, Qwen3TTSForConditionalGeneration) and backend.model.dtype == torch.float64
     assert backend.speech_tokenizer.get_model_type() == "qwen3_tts_tokenizer_12hz"
     assert (backend.sample_rate, backend.frames_per_second) == (24000, 12.5)
@@ -78,8 +79,8 @@ def test_offsets_train_and_calibrate_a_tree(backend, trained):
     assert expected_tokens_per_step(tree, table) > 1.0
 
 
-def test_speculative_synthesis_gives_audio_and_transcripts(backend, trained):
-    P = backend.P
+def test_speculative_synthesis_gives_audio_and_transcripts(backend, trained, qwen3_params):
+    P = qwen3_params
     decoder = SpeculativeDecoder(backend.predictor, trained[0], trained[3], SamplerConfig(P.top_k, P.top_p, P.temperature))
     for sample in backend.samples("evaluation"):
         ar, spec = backend.synthesize(sample, "ar", seed=3), backend.synthesize(sample, decoder, seed=3)
@@ -94,32 +95,32 @@ def test_speculative_synthesis_gives_audio_and_transcripts(backend, trained):
     assert rate == 16000 and isinstance(backend.transcribe([reference], "en", rate=rate)[0], str)
 
 
-def test_clear_errors(backend, qwen3_tiny, tmp_path):
-    P = backend.P
+def test_clear_errors(backend, qwen3_tiny, tmp_path, qwen3_params):
+    P = qwen3_params
     with pytest.raises(ValueError, match="not a Qwen3-TTS checkpoint: no readable config.json"):
-        Qwen3Backend.from_params(tiny_params(qwen3_tiny, model_id_or_path=str(tmp_path)))
+        load_backend(tiny_params(qwen3_tiny, model_id_or_path=str(tmp_path)))
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
     with pytest.raises(ValueError, match="model_type='bert', expected 'qwen3_tts'"):
-        Qwen3Backend.from_params(tiny_params(qwen3_tiny, model_id_or_path=str(tmp_path)))
+        load_backend(tiny_params(qwen3_tiny, model_id_or_path=str(tmp_path)))
     v1 = tmp_path / "25hz"
     shutil.copytree(qwen3_tiny["tts"], v1)
     config = json.loads((v1 / "config.json").read_text())
     (v1 / "config.json").write_text(json.dumps({**config, "tokenizer_type": "qwen3_tts_tokenizer_25hz"}))
     with pytest.raises(ValueError, match="needs a 12 Hz model.*not a 25 Hz one"):
-        Qwen3Backend.from_params(tiny_params(qwen3_tiny, model_id_or_path=str(v1)))
+        load_backend(tiny_params(qwen3_tiny, model_id_or_path=str(v1)))
     with pytest.raises(ValueError, match="unknown language 'fr' for backend qwen3; allowed: en, ja"):
         backend.language("fr")
     with pytest.raises(ParamsError, match="languages=.*'fr'"):
         tiny_params(qwen3_tiny, languages=["en", "fr"])
     with pytest.raises(ValueError, match="unknown speaker 'zoe'; this checkpoint has anna, ryan"):
-        Qwen3Backend(backend.tts, tiny_params(qwen3_tiny, speaker="zoe"))
+        Qwen3Backend(backend.tts, qwen3_data(P), speaker="zoe")
     with pytest.raises(ValueError, match="only 12 usable utterances.*104 needed"):
-        Qwen3Backend(backend.tts, tiny_params(qwen3_tiny, train_samples=100)).records("train")
+        Qwen3Backend(backend.tts, qwen3_data(tiny_params(qwen3_tiny, train_samples=100))).records("train")
     with pytest.raises(ParamsError, match="fleurs_id: give a hub id or a local folder"):
         tiny_params(qwen3_tiny, fleurs_id=" ")
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="device='cuda' was asked for, but CUDA is not available"):
-            Qwen3Backend.from_params(tiny_params(qwen3_tiny, device="cuda"))
+            load_backend(tiny_params(qwen3_tiny, device="cuda"))
     assert P.device == "cpu"
 
 

@@ -7,13 +7,13 @@ import torch
 from scipy.stats import chi2_contingency
 
 from drafting import TREES, random_drafters
-from helpers.decoding import SpeculativeDecoder
-from helpers.inner_loop import InnerLoop
-from helpers.sampling import SamplerConfig
+from helpers.method.decoding import SpeculativeDecoder
+from helpers.adapter.inner_loop import InnerLoop
+from helpers.method.sampling import SamplerConfig
 
 
-def test_speculative_generate_custom_voice_equals_ar(backend):
-    tts, P = backend.tts, backend.P
+def test_speculative_generate_custom_voice_equals_ar(backend, qwen3_params):
+    tts, P = backend.tts, qwen3_params
     decoder = SpeculativeDecoder(backend.predictor, random_drafters(backend.predictor)["offsets"], TREES["sparse16"],
                                  SamplerConfig(P.top_k, P.top_p, P.temperature))
     for seed, text in enumerate(["the cat sat on the mat", "a red sun"]):

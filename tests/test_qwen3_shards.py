@@ -12,10 +12,10 @@ import yaml
 
 from drafting import TREES, random_drafters
 from helpers.artifacts import load_json, load_tensors
-from helpers.decoding import SpeculativeDecoder
-from helpers.qwen3.asr import error_rate
-from helpers.qwen3.shards import error_rates, evaluate_shard, extract_shard, launcher_shard, main, merge_shards, shard_of
-from helpers.sampling import SamplerConfig
+from helpers.method.decoding import SpeculativeDecoder
+from helpers.backends.qwen3.asr import error_rate
+from helpers.experiment.shards import error_rates, evaluate_shard, extract_shard, launcher_shard, main, merge_shards, shard_of
+from helpers.method.sampling import SamplerConfig
 from qwen3_tiny import tiny_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +37,7 @@ def test_two_processes_extract_what_one_process_extracts(backend, qwen3_tiny, tm
     params = tmp_path / "tiny.yaml"
     params.write_text(yaml.safe_dump(tiny_params(qwen3_tiny).to_dict()))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WORLD_SIZE": "2", "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-m", "helpers.qwen3.shards", "extract", *ROLES, "--params", str(params),
+    procs = [subprocess.Popen([sys.executable, "-m", "helpers.experiment.shards", "extract", *ROLES, "--params", str(params),
                                "--out", str(tmp_path / "sharded")], cwd=ROOT, env={**env, "RANK": str(rank)},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in range(2)]
     for role in ROLES:
@@ -58,8 +58,8 @@ def test_two_processes_extract_what_one_process_extracts(backend, qwen3_tiny, tm
     assert one["g"].shape == (int(one["frames"].sum()), backend.model.config.talker_config.hidden_size)
 
 
-def test_evaluation_shards_merge_to_the_single_process_rows(backend, tmp_path):
-    P = backend.P
+def test_evaluation_shards_merge_to_the_single_process_rows(backend, tmp_path, qwen3_params):
+    P = qwen3_params
     decoder = SpeculativeDecoder(backend.predictor, random_drafters(backend.predictor)["offsets"], TREES["sparse16"],
                                  SamplerConfig(P.top_k, P.top_p, P.temperature))
     systems, seeds = {"ar": "ar", "offsets": decoder}, [5]
@@ -76,7 +76,7 @@ def test_evaluation_shards_merge_to_the_single_process_rows(backend, tmp_path):
 
 
 def test_error_rates_summarise_seeds_per_language_and_system():
-    row = dict(lang="en", system="ar", frames=10, calls=150, reference="the cat sat")
+    row = dict(lang="en", system="ar", frames=10, tokens=150, calls=150, reference="the cat sat")
     rows = [{**row, "seed": 0, "transcript": "the cat sat"}, {**row, "seed": 1, "transcript": "the cat"},
             {**row, "system": "offsets", "seed": 0, "calls": 60, "transcript": "a cat sat"}]
     summary = error_rates(rows, error_rate)

@@ -4,7 +4,7 @@ entry points the real run uses, from teacher forcing to WER, with AR == speculat
 import pytest
 import torch
 
-from helpers import stages
+from helpers.experiment import stages
 from qwen3_tiny import tiny_params
 
 
@@ -27,7 +27,7 @@ def test_stages_run_end_to_end_on_the_qwen3_backend(P):
     assert cal.trees["offsets"][16].size == 16 and cal.expected["offsets"][16] > 1.0
     ev = stages.evaluation(P)
     assert ev.frames_compared > 0 and ev.frames_identical == ev.frames_compared
-    assert set(stages.per_language(ev)) == {"en", "ja"}
+    assert set(stages.per_language(ev, stages.backend(P).frames_per_second)) == {"en", "ja"}
     assert all(1.0 <= v <= 15.0 for by_n in ev.replay.values() for v in by_n.values())
     wer = stages.wer(P)
     assert set(wer) == {"en", "ja"}

@@ -8,10 +8,10 @@ from transformers.generation.logits_process import (LogitsProcessorList, Tempera
                                                     TopKLogitsWarper, TopPLogitsWarper)
 
 from conftest import SPECS, frame_inputs
-from helpers.code_predictor import CodePredictor
-from helpers.decoding import decode_frame_ar
-from helpers.sampling import SamplerConfig, frame_uniforms, sample, target_probs
-from helpers.tiny import build_tiny_talker
+from helpers.method.predictor import CodePredictor
+from helpers.method.decoding import decode_frame_ar
+from helpers.method.sampling import SamplerConfig, frame_uniforms, sample, target_probs
+from helpers.adapter.tiny import build_tiny_talker
 
 
 @pytest.mark.parametrize("cfg", [SamplerConfig(), SamplerConfig(top_k=5, temperature=0.5),

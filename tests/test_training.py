@@ -3,13 +3,13 @@
 import pytest
 import torch
 
-from helpers.calibration import acceptance_table, greedy_tree
-from helpers.code_predictor import CodePredictor
-from helpers.decoding import SpeculativeDecoder, decode_frame_ar
-from helpers.drafters import MedusaHeads, PositionOffsets, ReusedHeads
-from helpers.sampling import SamplerConfig, frame_uniforms
-from helpers.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
-from helpers.training import TrainConfig, train_drafter
+from helpers.method.calibration import acceptance_table, greedy_tree
+from helpers.method.predictor import CodePredictor
+from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.drafters import MedusaHeads, PositionOffsets, ReusedHeads
+from helpers.method.sampling import SamplerConfig, frame_uniforms
+from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
+from helpers.method.training import TrainConfig, train_drafter
 
 SPEC = TinyTalkerSpec(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, vocab_size=64,
                       talker_hidden_size=64, logit_scale=10.0, position_ramp=0.5)

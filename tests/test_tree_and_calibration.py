@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from drafting import TREES
-from helpers.calibration import expected_accepted, expected_tokens_per_step, greedy_tree
-from helpers.decoding import SpeculativeDecoder
-from helpers.drafters import PositionOffsets, ReusedHeads
-from helpers.sampling import SamplerConfig
-from helpers.tree import SparseTree
+from helpers.method.calibration import expected_accepted, expected_tokens_per_step, greedy_tree
+from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.drafters import PositionOffsets, ReusedHeads
+from helpers.method.sampling import SamplerConfig
+from helpers.method.tree import SparseTree
 
 
 def test_tree_buffers():

@@ -1,0 +1,7 @@
+"""`python -m helpers PARAMS [--only NN] [--from NN] [-p key=value]`: the notebook sequence (helpers.experiment.runner)."""
+
+import sys
+
+from helpers.experiment.runner import main
+
+sys.exit(main())

@@ -1,0 +1,46 @@
+"""Free-running synthesis through the official `generate`, with our inner loop switched in.
+
+The talker samples c0 with its own settings (global RNG, seeded here); the inner loop samples c1..c15
+from its own generator (AR or speculative); frames are fed back until the codec EOS or `max_frames`.
+The same `seed` gives the same codes for the AR and the speculative inner loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from helpers.method.decoding import SpeculativeDecoder
+from helpers.adapter.inner_loop import InnerLoop
+
+
+@dataclass
+class Synthesis:
+    """codes [T, 16]; g [T, H_talker] (the talker state that produced each frame); calls per frame."""
+
+    codes: torch.Tensor
+    g: torch.Tensor
+    calls: list[int]
+
+    @property
+    def tokens_per_step(self) -> float:
+        return (self.codes.shape[1] - 1) * len(self.calls) / max(sum(self.calls), 1)     # residual codes per call
+
+
+@torch.no_grad()
+def synthesize(model: nn.Module, input_ids: torch.Tensor, language: str, speaker: str | None,
+               decoder: SpeculativeDecoder | str = "ar", seed: int = 0, max_frames: int = 200,
+               non_streaming_mode: bool = False, **talker_sampling) -> Synthesis:
+    """One utterance. input_ids [1, n + 8] chat-formatted; talker_sampling: top_k, temperature, ... for c0."""
+    config = model.talker.generation_config
+    if config.pad_token_id is None:              # what transformers would pick anyway, without its warning
+        config.pad_token_id = model.config.talker_config.codec_eos_token_id
+    torch.manual_seed(seed)
+    with InnerLoop(model.talker, decoder, seed=seed) as loop:
+        codes, hidden = model.generate(input_ids=[input_ids], languages=[language], speakers=[speaker],
+                                       non_streaming_mode=non_streaming_mode, max_new_tokens=max_frames,
+                                       **talker_sampling)
+    frames = codes[0].shape[0]
+    return Synthesis(codes[0], hidden[0], loop.calls[:frames])

@@ -1,0 +1,81 @@
+"""Offline English ASR with pocketsphinx's bundled en-us model, and WER with jiwer.
+
+Audio at any rate is resampled to 16 kHz mono (scipy.signal.resample_poly) and decoded as
+one utterance. WER normalisation (applied to references and hypotheses alike): lowercase,
+integers 0..999999 spelled out as words, every character other than a letter, digit or
+in-word apostrophe becomes a space, whitespace collapsed.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from fractions import Fraction
+
+import numpy as np
+
+from helpers.backends.text import number_to_words
+
+ASR_RATE = 16000
+CMN = "batch"  # per-utterance cepstral mean: results do not depend on earlier calls
+_DECODER = None
+_LOCK = threading.Lock()
+
+def normalize(text: str) -> str:
+    """Lowercase, spell out integers, drop punctuation, collapse whitespace."""
+    text = text.lower()
+    text = re.sub(r"\d+", lambda m: f" {number_to_words(int(m.group()))} " if len(m.group()) <= 6 else m.group(), text)
+    text = re.sub(r"[^\w']+|_", " ", text)
+    text = re.sub(r"(?<!\w)'|'(?!\w)", " ", text)
+    return " ".join(text.split())
+
+
+def _decoder():
+    global _DECODER
+    if _DECODER is None:
+        from pocketsphinx import Decoder
+
+        _DECODER = Decoder(samprate=ASR_RATE, loglevel="FATAL", cmn=CMN)
+    return _DECODER
+
+
+def to_16k(audio: np.ndarray, sr: int) -> np.ndarray:
+    """Mono float audio at ``sr`` -> float32 at 16 kHz (polyphase resampling)."""
+    from scipy.signal import resample_poly
+
+    audio = np.asarray(audio, dtype=np.float32)
+    if audio.ndim != 1:
+        raise ValueError(f"audio must be mono (1-D), got shape {audio.shape}")
+    if sr == ASR_RATE:
+        return audio
+    ratio = Fraction(ASR_RATE, int(sr))
+    return resample_poly(audio, ratio.numerator, ratio.denominator).astype(np.float32)
+
+
+def transcribe(audio: np.ndarray, sr: int) -> str:
+    """English transcript (lowercase words) of mono float audio in [-1, 1] at rate ``sr``."""
+    if sr <= 0:
+        raise ValueError(f"sample rate must be positive, got {sr}")
+    x = to_16k(audio, sr)
+    if x.size == 0:
+        raise ValueError("audio is empty")
+    pcm = (np.clip(x, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+    with _LOCK:
+        d = _decoder()
+        d.start_utt()
+        d.process_raw(pcm, full_utt=True)
+        d.end_utt()
+        hyp = d.hyp()
+    return "" if hyp is None else hyp.hypstr
+
+
+def wer(refs: list[str], hyps: list[str]) -> float:
+    """Corpus-level word error rate (total edits / total reference words) after :func:`normalize`."""
+    import jiwer
+
+    if len(refs) != len(hyps):
+        raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
+    r = [normalize(x) for x in refs]
+    h = [normalize(x) for x in hyps]
+    if not r or any(not x for x in r):
+        raise ValueError("every reference must contain at least one word")
+    return float(jiwer.wer(r, h))

@@ -1,0 +1,82 @@
+"""The `mini` backend: the built miniature (helpers.backends.mini.build) behind the notebooks' `Backend` interface.
+
+Roles map onto the miniature's corpus: train -> offsets_train and validation -> offsets_val (English,
+like the paper's VoxPopuli), calibration (English, like LibriSpeech), evaluation (every language, one
+voice, like FLEURS). English has an offline ASR (pocketsphinx); the other languages have none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from helpers.backends.base import Backend, Sample
+from helpers.backends.languages import LANGUAGES
+from helpers.backends.mini import asr
+from helpers.backends.mini.build import MINI, SMOKE, Mini, build_mini
+from helpers.backends.mini.codec import SAMPLE_RATE
+
+ROLE_ITEMS = {"train": "offsets_train", "validation": "offsets_val", "calibration": "calibration",
+              "evaluation": "evaluation"}
+PRESETS = {"mini": MINI, "smoke": SMOKE}
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+class MiniBackend(Backend):
+    name = "mini"
+    sample_rate = SAMPLE_RATE
+
+    def __init__(self, mini: Mini, languages: list[str], dtype: torch.dtype = torch.float64, talker_sampling=None):
+        self.mini = mini
+        self.model = mini.model.to(dtype)
+        self.languages = {code: LANGUAGES[code] for code in languages}
+        self.talker_sampling = dict(talker_sampling or {})
+
+    @classmethod
+    def load(cls, cache_dir, preset: str = "mini", languages=("en",), device: str = "cpu", dtype: str = "float64",
+             seed: int = 0, train: int = 0, validation: int = 0, calibration: int = 0, evaluation: int = 0,
+             top_k: int = 50, top_p: float = 1.0, temperature: float = 0.9, log=print) -> "MiniBackend":
+        """Build (or load from `cache_dir`/mini) the miniature of `preset` with these corpus sizes (utterances of
+        the train / validation / calibration roles, and of the evaluation role per language)."""
+        if dtype not in DTYPES or device not in ("cpu", "auto"):
+            raise ValueError(f"the mini backend runs on device cpu in {' or '.join(DTYPES)}; "
+                             f"got device={device!r}, dtype={dtype!r}")
+        if preset not in PRESETS:
+            raise ValueError(f"unknown mini preset {preset!r}; allowed: {', '.join(PRESETS)}")
+        cfg = replace(PRESETS[preset], seed=seed, offsets_train=train, offsets_val=validation,
+                      calibration=calibration, evaluation=evaluation)
+        torch.set_num_threads(1)             # tiny matrices: one thread is fastest (and not 15x slower under load)
+        sampling = dict(top_k=top_k, top_p=top_p, temperature=temperature, subtalker_top_k=top_k,
+                        subtalker_top_p=top_p, subtalker_temperature=temperature)
+        return cls(build_mini(cfg, Path(cache_dir) / "mini", log=log), languages, DTYPES[dtype], sampling)
+
+    def samples(self, role: str) -> list[Sample]:
+        if role not in ROLE_ITEMS:
+            raise ValueError(f"unknown role {role!r}; allowed: {', '.join(ROLE_ITEMS)}")
+        items = self.mini.items[ROLE_ITEMS[role]]
+        return [Sample(f"{role}/{i:04d}", it.lang, it.text, self.mini.vocab.chat_ids(it.phonemes), it.speaker,
+                       it.codes, seconds=it.codes.shape[0] / self.frames_per_second)
+                for i, it in enumerate(items) if it.lang in self.languages]
+
+    def max_frames(self, sample: Sample) -> int:
+        return sample.input_ids.shape[1] - 8 + 25          # one phoneme per frame, and some slack
+
+    def decode(self, codes: torch.Tensor) -> np.ndarray:
+        return self.mini.codec.decode(codes.cpu().numpy())
+
+    def has_asr(self, lang: str) -> bool:
+        return lang == "en"
+
+    def transcribe(self, audio: list[np.ndarray], lang: str) -> list[str]:
+        if not self.has_asr(lang):
+            raise ValueError(f"the mini backend has an ASR for English only, not {lang!r}")
+        return [asr.transcribe(a, self.sample_rate) for a in audio]
+
+    def error_rate(self, refs: list[str], hyps: list[str], lang: str) -> float:
+        return asr.wer(refs, hyps)
+
+    def dataset_name(self, role: str) -> str:
+        return "mini corpus, espeak-ng"

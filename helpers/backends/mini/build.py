@@ -1,0 +1,209 @@
+"""One call builds the miniature: corpus -> speech -> codec -> codes -> trained model, each step cached.
+
+    mini = build_mini(MINI)          # or SMOKE for CI; a MiniBuildConfig for anything else
+
+Every step's folder under `cache_dir` is keyed by the parameters that made it (and the keys of the
+steps before it), so changing a parameter rebuilds that step and everything after it, and nothing else.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
+from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGeneration
+from tqdm.auto import tqdm
+
+from helpers.artifacts import cached_step, load_json, load_tensors, params_key, save_json, save_tensors
+from helpers.backends.mini import espeak
+from helpers.backends.mini.codec import CodecConfig, RVQCodec, fit_codec, frame_features
+from helpers.backends.languages import CODES as LANGS, LANGUAGES
+from helpers.backends.mini.corpus import make_corpus
+from helpers.backends.mini.model import MiniModelSpec, TextVocab, build_mini_model
+from helpers.backends.mini.speech import speak_all
+from helpers.adapter.talker_inputs import Utterance
+from helpers.backends.mini.train import MiniTrainConfig, train_mini
+
+ALL = tuple(LANGS)
+EN = ("en",)
+
+
+@dataclass(frozen=True)
+class MiniBuildConfig:
+    """Everything that determines the miniature. Sentence counts are per language of the role."""
+
+    seed: int = 0
+    pretrain: int = 300                    # the miniature's own training set, per language (all six)
+    pretrain_val: int = 20                 # held out, per language: validation cross-entropy
+    offsets_train: int = 300               # English: drafter training (the paper: VoxPopuli)
+    offsets_val: int = 50                  # English: drafter validation
+    calibration: int = 30                  # English: tree calibration (the paper: LibriSpeech)
+    evaluation: int = 10                   # per language: evaluation (the paper: FLEURS)
+    speakers: tuple[str, ...] = tuple(espeak.SPEAKERS)
+    eval_speaker: str = "f5"               # the voice pocketsphinx understands best
+    codec: CodecConfig = CodecConfig()
+    model: MiniModelSpec = MiniModelSpec(talker_hidden=128, talker_layers=3, predictor_hidden=128, predictor_layers=3)
+    train: MiniTrainConfig = MiniTrainConfig(epochs=5, lr=3e-3)
+
+    def __post_init__(self):
+        for name in ("pretrain", "pretrain_val", "offsets_train", "offsets_val", "calibration", "evaluation"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        for s in self.speakers + (self.eval_speaker,):
+            if s not in espeak.SPEAKERS:
+                raise ValueError(f"unknown speaker {s!r}; allowed: {', '.join(espeak.SPEAKERS)}")
+
+    def roles(self) -> dict[str, tuple[tuple[str, ...], int]]:
+        return {"pretrain": (ALL, self.pretrain), "pretrain_val": (ALL, self.pretrain_val),
+                "offsets_train": (EN, self.offsets_train), "offsets_val": (EN, self.offsets_val),
+                "calibration": (EN, self.calibration), "evaluation": (ALL, self.evaluation)}
+
+
+MINI = MiniBuildConfig()
+SMOKE = MiniBuildConfig(pretrain=24, pretrain_val=3, offsets_train=24, offsets_val=6, calibration=6, evaluation=2,
+                        codec=CodecConfig(sizes=(32,) + (8,) * 15, pca_dim=32, kmeans_iters=4),
+                        model=MiniModelSpec(codec_size=32, talker_hidden=64, talker_layers=2, predictor_hidden=64,
+                                            predictor_layers=2, text_hidden=32),
+                        train=MiniTrainConfig(epochs=2, batch_size=8))
+
+
+@dataclass
+class Item:
+    """One sentence of the corpus as the miniature sees it."""
+
+    role: str
+    lang: str
+    text: str
+    speaker: str
+    phonemes: list[str]
+    codes: torch.Tensor                    # [T, 16]
+
+    @property
+    def language(self) -> str:
+        return LANGUAGES[self.lang]
+
+
+@dataclass
+class Mini:
+    """The built miniature: official model, codec, text vocabulary, corpus by role, where it lives."""
+
+    config: MiniBuildConfig
+    model: Qwen3TTSForConditionalGeneration
+    codec: RVQCodec
+    vocab: TextVocab
+    items: dict[str, list[Item]]
+    folders: dict[str, Path]
+    history: dict = field(default_factory=dict)
+
+    def utterance(self, item: Item) -> Utterance:
+        return Utterance(self.vocab.chat_ids(item.phonemes), item.language, item.speaker, item.codes)
+
+    def audio(self, item: Item) -> np.ndarray:
+        """The espeak reference audio of an item (16 kHz)."""
+        tensors = load_tensors(self.folders["speech"] / "audio.safetensors")
+        index = self.items[item.role].index(item)
+        return tensors[f"{item.role}.audio"][tensors[f"{item.role}.offsets"][index]:
+                                             tensors[f"{item.role}.offsets"][index + 1]].numpy()
+
+
+def _speech_step(cfg: MiniBuildConfig, folder: Path) -> None:
+    corpus = make_corpus(cfg.seed, cfg.roles())
+    rng = random.Random(f"speakers:{cfg.seed}")
+    manifest, tensors = {}, {}
+    for role, sentences in tqdm(corpus.items(), desc="speech"):
+        fixed = role in ("evaluation",)
+        items = [(lang, text, cfg.eval_speaker if fixed else rng.choice(cfg.speakers)) for lang, text in sentences]
+        spoken = speak_all(items)
+        manifest[role] = [dict(lang=s.lang, text=s.text, speaker=s.speaker, phonemes=s.phonemes) for s in spoken]
+        tensors[f"{role}.audio"] = torch.from_numpy(np.concatenate([s.audio for s in spoken]))
+        tensors[f"{role}.offsets"] = torch.from_numpy(np.cumsum([0] + [len(s.audio) for s in spoken]))
+    save_tensors(folder / "audio.safetensors", tensors)
+    save_json(folder / "manifest.json", manifest)
+
+
+def _role_audio(folder: Path) -> dict[str, list[np.ndarray]]:
+    t = load_tensors(folder / "audio.safetensors")
+    roles = {k.split(".")[0] for k in t}
+    out = {}
+    for role in roles:
+        audio, offsets = t[f"{role}.audio"].numpy(), t[f"{role}.offsets"].tolist()
+        out[role] = [audio[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
+    return out
+
+
+def _codec_step(cfg: MiniBuildConfig, speech: Path, folder: Path) -> None:
+    audio = _role_audio(speech)
+    feats = {role: [frame_features(a, cfg.codec.n_mels) for a in tqdm(clips, desc=f"features {role}")]
+             for role, clips in audio.items()}
+    codec = fit_codec(feats["pretrain"], cfg.codec)
+    codec.save(folder / "codec.safetensors")
+    codes = {}
+    for role, fs in feats.items():
+        c = [codec.encode_features(f) for f in fs]
+        codes[f"{role}.codes"] = torch.from_numpy(np.concatenate(c))
+        codes[f"{role}.offsets"] = torch.from_numpy(np.cumsum([0] + [len(x) for x in c]))
+    save_tensors(folder / "codes.safetensors", codes)
+    val = np.concatenate(feats["pretrain_val"])
+    save_json(folder / "stage_errors.json", {"pretrain_val": codec.stage_errors(val)})
+
+
+def _load_items(speech: Path, codes_folder: Path) -> dict[str, list[Item]]:
+    manifest = load_json(speech / "manifest.json")
+    codes = load_tensors(codes_folder / "codes.safetensors")
+    items = {}
+    for role, rows in manifest.items():
+        c, offsets = codes[f"{role}.codes"], codes[f"{role}.offsets"].tolist()
+        items[role] = [Item(role, r["lang"], r["text"], r["speaker"], r["phonemes"], c[offsets[i]:offsets[i + 1]])
+                       for i, r in enumerate(rows)]
+    return items
+
+
+def _vocab(items: dict[str, list[Item]]) -> TextVocab:
+    return TextVocab(sorted({p for role in items.values() for it in role for p in it.phonemes}))
+
+
+def _model_step(cfg: MiniBuildConfig, items: dict[str, list[Item]], folder: Path) -> None:
+    vocab = _vocab(items)
+    model = build_mini_model(cfg.model, vocab, list(cfg.speakers), seed=cfg.seed)
+    torch.manual_seed(cfg.seed)
+    data = [Utterance(vocab.chat_ids(it.phonemes), it.language, it.speaker, it.codes) for it in items["pretrain"]]
+    result = train_mini(model, data, cfg.train)
+    save_tensors(folder / "model.safetensors", model.state_dict())
+    model.config.save_pretrained(folder)
+    save_json(folder / "vocab.json", vocab.symbols)
+    save_json(folder / "history.json", asdict(result))
+
+
+def load_model(folder: Path) -> tuple[Qwen3TTSForConditionalGeneration, TextVocab]:
+    """The trained miniature from its folder (config.json, model.safetensors, vocab.json)."""
+    raw = load_json(folder / "config.json")
+    raw["speaker_encoder_config"].pop("model_type", None)     # qwen_tts 0.1.1 cannot read back its own key
+    config = Qwen3TTSConfig.from_dict(raw)
+    model = Qwen3TTSForConditionalGeneration(config)
+    model.load_state_dict(load_tensors(folder / "model.safetensors"))
+    vocab = TextVocab([])
+    vocab.symbols = load_json(folder / "vocab.json")
+    vocab.index = {s: i for i, s in enumerate(vocab.symbols)}
+    return model.eval(), vocab
+
+
+def build_mini(cfg: MiniBuildConfig = MINI, cache_dir: str | Path = "outputs/cache/mini", log=print) -> Mini:
+    """Build (or load from the cache) every step of the miniature."""
+    speech_params = dict(seed=cfg.seed, roles=cfg.roles(), speakers=cfg.speakers, eval_speaker=cfg.eval_speaker)
+    speech = cached_step(cache_dir, "speech", speech_params, lambda f: _speech_step(cfg, f), log)
+    codec_params = dict(speech=params_key(speech_params), codec=asdict(cfg.codec))
+    codec_folder = cached_step(cache_dir, "codec", codec_params, lambda f: _codec_step(cfg, speech, f), log)
+    items = _load_items(speech, codec_folder)
+    model_params = dict(codec=params_key(codec_params), model=asdict(cfg.model), train=asdict(cfg.train),
+                        seed=cfg.seed)
+    model_folder = cached_step(cache_dir, "model", model_params, lambda f: _model_step(cfg, items, f), log)
+    model, vocab = load_model(model_folder)
+    return Mini(cfg, model, RVQCodec.load(codec_folder / "codec.safetensors"), vocab, items,
+                dict(speech=speech, codec=codec_folder, model=model_folder),
+                dict(training=load_json(model_folder / "history.json"),
+                     stage_errors=load_json(codec_folder / "stage_errors.json")))

@@ -1,0 +1,99 @@
+"""`outputs/<run>/metrics.json`: every notebook merges its section in; the runner adds `run`.
+
+Sections (dotted keys):
+    run.{params, seeds, versions, device, git_revision, wall_s.<notebook>}
+    data.table                                              (Table 1 rows)
+    drafters.<reused|offsets|medusa>.{tokens_per_step, added_params, ...}
+    languages.<code>.{tokens_per_step_ar, tokens_per_step_spec, wer_ar, wer_spec}   (wer null without an ASR)
+    tree.<N>.{expected_tokens_per_step, measured_tokens_per_step}
+    lossless.{frames_compared, frames_identical}
+    latency.<device>.<N>.{call_ms_p50, overhead, tokens_per_step, realised_speedup, measured_speedup}
+    latency.<device>.profile                                (`profile.round_profile`: where a round's time goes)
+"""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from helpers.artifacts import load_json, save_json
+from helpers.report.report import legacy_keys_renamed
+from helpers.experiment.params import REPO_ROOT, RunParams
+
+PACKAGES = ("torch", "transformers", "qwen-tts", "papermill", "coremltools", "jiwer", "numpy")
+
+
+def _merge(into: dict, update: dict) -> dict:
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+    return into
+
+
+def metrics_path(P: RunParams) -> Path:
+    return P.run_dir / "metrics.json"
+
+
+def load_metrics(P: RunParams) -> dict:
+    path = metrics_path(P)
+    return legacy_keys_renamed(load_json(path)) if path.exists() else {}
+
+
+def update_metrics(P: RunParams, section: dict) -> dict:
+    """Deep-merge `section` into metrics.json (written atomically); returns the whole document.
+
+    Keys are strings in JSON: give tree sizes as str(N)."""
+    metrics = _merge(load_metrics(P), section)
+    save_json(metrics_path(P), metrics)
+    return metrics
+
+
+def run_info(P: RunParams) -> dict:
+    """Params, seeds, package versions, device and git revision of this run."""
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    try:
+        revision = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                                  check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                                    capture_output=True, text=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        revision, dirty = None, None
+    device = torch.cuda.get_device_name(0) if P.device == "cuda" and torch.cuda.is_available() else platform.processor() or platform.machine()
+    return {"params": P.to_dict(), "seeds": {"base": P.seed, "wer_seeds": P.wer_seeds},
+            "versions": versions, "python": platform.python_version(), "device": f"{P.device}: {device}",
+            "cpu_threads": torch.get_num_threads(), "git_revision": revision, "git_dirty": dirty}
+
+
+def required_keys(P: RunParams) -> list[str]:
+    """The dotted keys a complete run of notebooks 00-05 must have written."""
+    keys = ["run.params", "run.seeds", "run.versions", "run.device", "run.git_revision", "run.wall_s",
+            "lossless.frames_compared", "lossless.frames_identical", "data.table"]
+    keys += [f"drafters.{k}.{f}" for k in P.drafters for f in ("tokens_per_step", "added_params")]
+    keys += [f"languages.{c}.{f}" for c in P.languages
+             for f in ("tokens_per_step_ar", "tokens_per_step_spec", "wer_ar", "wer_spec")]
+    keys += [f"tree.{n}.{f}" for n in P.tree_sizes for f in ("expected_tokens_per_step", "measured_tokens_per_step")]
+    return keys
+
+
+def missing_keys(metrics: dict, keys: list[str]) -> list[str]:
+    """The dotted keys absent from `metrics` (a present key may hold null)."""
+    missing = []
+    for key in keys:
+        node = metrics
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                missing.append(key)
+                break
+            node = node[part]
+    return missing

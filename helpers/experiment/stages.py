@@ -1,0 +1,355 @@
+"""The experiment as cached stages, shared by the notebooks (each notebook runs one stage and shows it).
+
+    data -> drafters -> calibration -> evaluation -> wer
+
+Every stage writes its artifacts to `outputs/<run>/artifacts/<stage>-<key>/` (safetensors and JSON,
+built in a temporary folder and renamed), where the key hashes the parameters the stage and the
+stages before it depend on. A stage whose artifacts exist is loaded, not recomputed, so any notebook
+runs on its own (it builds what it needs) and re-running a notebook costs nothing new.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, fields as dataclass_fields
+import torch
+
+from helpers.artifacts import cached_step, load_json, params_key, load_tensors, save_json, save_tensors
+from helpers.backends.base import Backend, Sample
+from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree
+from helpers.method.predictor import CodePredictor
+from helpers.method.ceiling import drafter_ceiling, target_sharpness
+from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.drafters import Drafter, make_drafter
+from helpers.experiment.params import RunParams
+from helpers.method.replay import replay_calls
+from helpers.method.sampling import SamplerConfig
+from helpers.adapter.synthesis import Synthesis
+from helpers.method.training import TeacherForcedHidden, TrainConfig, train_drafter
+from helpers.method.tree import SparseTree
+
+STAGE_FIELDS = {
+    "data": ("backend", "mini_preset", "model_id_or_path", "dtype", "attn_implementation", "seed", "languages",
+             "train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language"),
+    "drafters": ("depth", "drafters", "drafter_epochs", "drafter_lr", "drafter_batch_size", "acceptance_width"),
+    "calibration": ("top_k", "top_p", "temperature", "tree_sizes", "ceiling_frames"),
+    "evaluation": ("tree_size",),
+    "wer": ("wer_seeds",),
+}
+QWEN3_DATA_FIELDS = ("speaker", "voxpopuli_id", "voxpopuli_config", "voxpopuli_split", "librispeech_id",
+                     "librispeech_config", "librispeech_split", "fleurs_id", "fleurs_split", "max_utterance_seconds", "whisper_id")
+CALIBRATION_SEED = 10_000            # calibration synthesis seeds: P.seed + CALIBRATION_SEED + index
+WER_SEED_STRIDE = 1_000              # WER seed s of sample i: P.seed + s * WER_SEED_STRIDE + i
+
+
+def stage_params(P: RunParams, stage: str) -> dict:
+    """The parameters a stage depends on: its own fields and those of every stage before it."""
+    names = list(STAGE_FIELDS)
+    keys = [k for s in names[:names.index(stage) + 1] for k in STAGE_FIELDS[s]]
+    if P.backend == "qwen3":
+        keys += QWEN3_DATA_FIELDS                   # where the real backend's data and ASR come from
+    return {k: getattr(P, k) for k in keys}
+
+
+_LOADED: dict[tuple, object] = {}
+
+
+def _cached(P: RunParams, stage: str, build, load, name: str | None = None):
+    """load(folder) of the stage's artifacts, built first if absent; loaded once per process."""
+    params = stage_params(P, stage)
+    key = (str(P.run_dir), name or stage, params_key(params))
+    if key not in _LOADED:
+        _LOADED[key] = load(cached_step(P.run_dir / "artifacts", name or stage, params, build))
+    return _LOADED[key]
+
+
+def load_backend(P: RunParams) -> Backend:
+    """The backend the run parameters name, built from plain values (backends never see RunParams)."""
+    sampling = dict(top_k=P.top_k, top_p=P.top_p, temperature=P.temperature)
+    if P.backend == "mini":
+        from helpers.backends.mini.backend import MiniBackend
+        return MiniBackend.load(P.cache_dir, P.mini_preset, P.languages, P.device, P.dtype, seed=P.seed,
+                                train=P.train_samples, validation=P.validation_samples,
+                                calibration=P.calibration_samples, evaluation=P.eval_samples_per_language, **sampling)
+    from helpers.backends.qwen3.backend import Qwen3Backend
+    return Qwen3Backend.load(P.model_id_or_path, P.device, P.dtype, P.attn_implementation, data=qwen3_data(P),
+                             speaker=P.speaker, whisper_id=P.whisper_id, asr_batch_size=P.asr_batch_size, **sampling)
+
+
+def qwen3_data(P: RunParams):
+    """The qwen3 backend's data settings (`DataSpec`: datasets, splits, sizes, seed) from the run parameters."""
+    from helpers.backends.qwen3.data import DataSpec
+    return DataSpec(**{f.name: tuple(getattr(P, f.name)) if f.name == "languages" else getattr(P, f.name)
+                       for f in dataclass_fields(DataSpec)})
+
+
+_BACKENDS: dict[str, Backend] = {}
+
+
+def backend(P: RunParams) -> Backend:
+    """The run's backend, loaded once per process for the same data, device and sampling parameters."""
+    key = params_key([stage_params(P, "data"), P.device, P.top_k, P.top_p, P.temperature])
+    if key not in _BACKENDS:
+        _BACKENDS.clear()                          # one model in memory at a time
+        _BACKENDS[key] = load_backend(P)
+    return _BACKENDS[key]
+
+
+def sampler(P: RunParams) -> SamplerConfig:
+    return SamplerConfig(P.top_k, P.top_p, P.temperature)
+
+
+def main_drafter(P: RunParams) -> str:
+    """The drafter of Table 3, the lossless check and WER: the offsets when trained, else the last listed."""
+    return "offsets" if "offsets" in P.drafters else P.drafters[-1]
+
+
+# -- data: teacher-forced (g, codes) for drafter training and validation ------------------------------
+def teacher_forced(P: RunParams, role: str) -> tuple[torch.Tensor, TeacherForcedHidden, torch.Tensor]:
+    """g [F, H_talker], h [F, 15, H] (computed per batch on indexing: h[idx], h[:]), codes [F, 16] over every
+    frame of a role (train or validation)."""
+    b = backend(P)
+
+    def build(folder):
+        g, codes = b.teacher_forced(b.samples(role))
+        save_tensors(folder / "teacher_forced.safetensors", {"g": g, "codes": codes})
+
+    def load(folder):
+        t = load_tensors(folder / "teacher_forced.safetensors")
+        g = t["g"].to(b.predictor.dtype)
+        return g, TeacherForcedHidden(b.predictor, g, t["codes"]), t["codes"]
+
+    return _cached(P, "data", build, load, name=f"data-{role}")
+
+
+# -- drafters: trained on teacher-forced train data, scored on validation ---------------------------
+@dataclass
+class TrainedDrafters:
+    drafters: dict[str, Drafter]
+    loss_history: dict[str, list[float]]           # per training step
+    validation: dict[str, list[list[float]]]       # a[d][r] on teacher-forced validation
+
+
+def drafters(P: RunParams, progress: bool = True) -> TrainedDrafters:
+    b = backend(P)
+    predictor = b.predictor
+
+    def build(folder):
+        _, h, codes = teacher_forced(P, "train")
+        _, h_val, codes_val = teacher_forced(P, "validation")
+        history, validation = {}, {}
+        for kind in P.drafters:
+            d = make_drafter(kind, predictor, P.depth)
+            if list(d.parameters()):
+                cfg = TrainConfig(P.drafter_epochs, P.drafter_lr, P.drafter_batch_size, P.seed)
+                history[kind] = train_drafter(d, h, codes, cfg, progress=progress).loss_history
+                save_tensors(folder / f"{kind}.safetensors", d.state_dict())
+            validation[kind] = acceptance_table(d, h_val[:], codes_val, P.acceptance_width).tolist()
+        save_json(folder / "history.json", {"loss_history": history, "validation": validation})
+
+    def load(folder):
+        out = {}
+        for kind in P.drafters:
+            d = make_drafter(kind, predictor, P.depth)
+            if (folder / f"{kind}.safetensors").exists():
+                d.load_state_dict(load_tensors(folder / f"{kind}.safetensors"))
+            out[kind] = d.to(predictor.dtype)
+        h = load_json(folder / "history.json")
+        return TrainedDrafters(out, h["loss_history"], h["validation"])
+
+    return _cached(P, "drafters", build, load)
+
+
+# -- calibration: free-running AR synthesis, acceptance tables, greedy trees ------------------------
+@dataclass
+class Calibration:
+    tables: dict[str, torch.Tensor]                # a [K, width] per drafter (free-running calibration data)
+    trees: dict[str, dict[int, SparseTree]]        # greedy tree per drafter and N
+    expected: dict[str, dict[int, float]]          # expected tokens/step per drafter and N
+    entropy: list[float]                           # target p_t entropy per position (nats)
+    top_prob: list[float]                          # target p_t top probability per position
+    ceiling: list[list[float]]                     # the ideal drafter's a[d][r] (exact marginals), [K][8]
+    ceiling_covered: list[float]                   # probability mass its enumeration covered, per depth
+    frames: int
+
+
+def calibration(P: RunParams) -> Calibration:
+    b = backend(P)
+    predictor, trained = b.predictor, drafters(P)
+
+    def build(folder):
+        runs = [b.synthesize(s, "ar", seed=P.seed + CALIBRATION_SEED + i) for i, s in enumerate(b.samples("calibration"))]
+        g = torch.cat([r.g for r in runs]).to(predictor.dtype)
+        codes = torch.cat([r.codes for r in runs])
+        h = predictor.teacher_forced_hidden(g, codes)
+        tables = {k: acceptance_table(d, h, codes, P.acceptance_width) for k, d in trained.drafters.items()}
+        save_tensors(folder / "tables.safetensors", tables)
+        entropy, top = target_sharpness(predictor, h, sampler(P))
+        pick = torch.linspace(0, len(codes) - 1, min(P.ceiling_frames, len(codes))).long()
+        ceiling, covered = drafter_ceiling(predictor, g[pick], codes[pick], sampler(P), depth=P.depth, width=32,
+                                           m=P.acceptance_width, beam=1024)
+        trees = {k: {n: greedy_tree(a, n).paths for n in P.tree_sizes} for k, a in tables.items()}
+        save_json(folder / "calibration.json", {"trees": trees, "entropy": entropy.tolist(), "top_prob": top.tolist(),
+                                                "ceiling": ceiling.tolist(), "ceiling_covered": covered.tolist(),
+                                                "frames": len(codes)})
+
+    def load(folder):
+        tables = load_tensors(folder / "tables.safetensors")
+        c = load_json(folder / "calibration.json")
+        trees = {k: {int(n): SparseTree(paths) for n, paths in by_n.items()} for k, by_n in c["trees"].items()}
+        expected = {k: {n: expected_tokens_per_step(t, tables[k]) for n, t in by_n.items()}
+                    for k, by_n in trees.items()}
+        return Calibration(tables, trees, expected, c["entropy"], c["top_prob"], c["ceiling"], c["ceiling_covered"],
+                           c["frames"])
+
+    return _cached(P, "calibration", build, load)
+
+
+def decoder(P: RunParams, kind: str, n: int) -> SpeculativeDecoder:
+    """The speculative decoder of drafter `kind` with its calibrated tree of size n."""
+    b = backend(P)
+    return SpeculativeDecoder(b.predictor, drafters(P).drafters[kind], calibration(P).trees[kind][n], sampler(P))
+
+
+def deployed(P: RunParams) -> tuple[CodePredictor, Drafter]:
+    """The code predictor and main drafter as a device runs them (timing, export): the run's own, or float32
+    copies when the run is float64 (float64 is for exact comparisons; no deployment runs it)."""
+    b, d = backend(P), drafters(P).drafters[main_drafter(P)]
+    if b.predictor.dtype != torch.float64:
+        return b.predictor, d
+    predictor = CodePredictor.from_talker(copy.deepcopy(b.model.talker).float())
+    copied = make_drafter(d.kind, predictor, P.depth)
+    copied.load_state_dict({k: v.float() for k, v in d.state_dict().items()})
+    return predictor, copied
+
+
+def recorded_frames(P: RunParams, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """g [F, H_talker] and c0 [F] of the first `count` frames of the AR evaluation synthesis (real talker states)."""
+    ev = evaluation(P)
+    return torch.cat([r.g for r in ev.ar])[:count], torch.cat([r.codes[:, 0] for r in ev.ar])[:count]
+
+
+# -- evaluation: free-running synthesis, AR vs speculative, per language ----------------------------
+@dataclass
+class Evaluation:
+    samples: list[Sample]
+    ar: list[Synthesis]                            # AR synthesis per evaluation sample (seed P.seed + index)
+    spec: list[Synthesis]                          # speculative (main drafter, N = tree_size), full official path
+    frames_compared: int
+    frames_identical: int
+    replay: dict[str, dict[int, float]]            # measured tokens/step (replayed inner loop): main drafter at
+                                                   # every N, the others at tree_size
+
+
+def _save_runs(path, runs: list[Synthesis]) -> None:
+    save_tensors(path, {f"{i}.{k}": v for i, r in enumerate(runs)
+                        for k, v in (("codes", r.codes), ("g", r.g), ("calls", torch.tensor(r.calls)))})
+
+
+def _load_runs(path, count: int) -> list[Synthesis]:
+    t = load_tensors(path)
+    return [Synthesis(t[f"{i}.codes"], t[f"{i}.g"], t[f"{i}.calls"].tolist()) for i in range(count)]
+
+
+def compare_codes(a: list[Synthesis], b: list[Synthesis]) -> tuple[int, int]:
+    """(frames compared, frames identical) of two lists of syntheses, frame by frame (a longer one counts fully)."""
+    compared = identical = 0
+    for x, y in zip(a, b):
+        rows = min(len(x.codes), len(y.codes))
+        compared += max(len(x.codes), len(y.codes))
+        identical += int((x.codes[:rows] == y.codes[:rows]).all(-1).sum())
+    return compared, identical
+
+
+def evaluation(P: RunParams) -> Evaluation:
+    b = backend(P)
+    samples = b.samples("evaluation")
+    seeds = [P.seed + i for i in range(len(samples))]
+
+    def build(folder):
+        ar = [b.synthesize(s, "ar", seed=seed) for s, seed in zip(samples, seeds)]
+        main = decoder(P, main_drafter(P), P.tree_size)
+        spec = [b.synthesize(s, main, seed=seed) for s, seed in zip(samples, seeds)]
+        compared, identical = compare_codes(ar, spec)
+        replay = {}
+        for kind in P.drafters:                       # the main drafter at every N, the others at tree_size
+            for n in P.tree_sizes if kind == main_drafter(P) else [P.tree_size]:
+                calls = replay_calls(decoder(P, kind, n), ar, seeds)
+                if (kind, n) == (main_drafter(P), P.tree_size) and identical == compared:
+                    if calls != [r.calls for r in spec]:
+                        raise RuntimeError("replayed inner loop differs from the full synthesis path")
+                replay.setdefault(kind, {})[n] = b.predictor.num_codes * sum(map(len, calls)) / sum(map(sum, calls))
+        _save_runs(folder / "ar.safetensors", ar)
+        _save_runs(folder / "spec.safetensors", spec)
+        save_json(folder / "evaluation.json", {"frames_compared": compared, "frames_identical": identical,
+                                               "replay": replay})
+
+    def load(folder):
+        e = load_json(folder / "evaluation.json")
+        return Evaluation(samples, _load_runs(folder / "ar.safetensors", len(samples)),
+                          _load_runs(folder / "spec.safetensors", len(samples)),
+                          e["frames_compared"], e["frames_identical"],
+                          {k: {int(n): v for n, v in by_n.items()} for k, by_n in e["replay"].items()})
+
+    return _cached(P, "evaluation", build, load)
+
+
+def per_language(ev: Evaluation, frames_per_second: float) -> dict[str, dict]:
+    """Tokens/step of the speculative inner loop per language (AR is 1 by definition), frames and audio minutes."""
+    out: dict[str, dict] = {}
+    for s, run in zip(ev.samples, ev.spec):
+        row = out.setdefault(s.lang, {"frames": 0, "calls": 0, "tokens": 0})
+        row["frames"] += len(run.calls)
+        row["calls"] += sum(run.calls)
+        row["tokens"] += len(run.calls) * (run.codes.shape[1] - 1)
+    return {lang: {"tokens_per_step_ar": 1.0, "tokens_per_step_spec": r["tokens"] / r["calls"], "frames": r["frames"],
+                   "audio_min": r["frames"] / frames_per_second / 60} for lang, r in sorted(out.items())}
+
+
+# -- WER parity: AR vs speculative synthesis over several seeds, transcribed ------------------------
+def transcribed_runs(b: Backend, samples: list[Sample], decoder, seeds: list[int]) -> list[tuple[Synthesis, str, float]]:
+    """Free-running synthesis of each sample with its seed, decoded and transcribed (per language, in order):
+    [(synthesis, transcript, audio seconds)]. What the wer stage and the evaluation shards both run."""
+    runs = [b.synthesize(s, decoder, seed=seed) for s, seed in zip(samples, seeds, strict=True)]
+    audio = [b.decode(r.codes) for r in runs]
+    hyps: list[str] = [""] * len(samples)
+    for lang in dict.fromkeys(s.lang for s in samples):
+        idx = [i for i, s in enumerate(samples) if s.lang == lang]
+        for i, h in zip(idx, b.transcribe([audio[i] for i in idx], lang)):
+            hyps[i] = h
+    return [(r, h, len(a) / b.sample_rate) for r, h, a in zip(runs, hyps, audio)]
+
+
+def wer(P: RunParams) -> dict:
+    """Per language with an ASR: {"wer_ar": [per seed], "wer_spec": [per seed], "wer_codec": the ground-truth codes
+    decoded (what the codec alone loses), "frames_compared", "frames_identical", "transcripts": first seed's}."""
+    b = backend(P)
+    samples = b.samples("evaluation")
+
+    def build(folder):
+        main = decoder(P, main_drafter(P), P.tree_size)
+        result = {}
+        for lang in b.languages:
+            group = [s for s in samples if s.lang == lang]
+            if not group or not b.has_asr(lang):
+                continue
+            refs = [s.text for s in group]
+            codec = b.transcribe([b.decode(s.codes) for s in group], lang)
+            row = {"wer_ar": [], "wer_spec": [], "wer_codec": b.error_rate(refs, codec, lang), "frames_compared": 0,
+                   "frames_identical": 0, "transcripts": []}
+            for s_idx in range(P.wer_seeds):
+                seeds = [P.seed + s_idx * WER_SEED_STRIDE + i for i in range(len(group))]
+                ar = transcribed_runs(b, group, "ar", seeds)
+                spec = transcribed_runs(b, group, main, seeds)
+                compared, identical = compare_codes([r for r, _, _ in ar], [r for r, _, _ in spec])
+                row["frames_compared"] += compared
+                row["frames_identical"] += identical
+                for name, runs in (("ar", ar), ("spec", spec)):
+                    hyps = [h for _, h, _ in runs]
+                    row[f"wer_{name}"].append(b.error_rate(refs, hyps, lang))
+                    if s_idx == 0:
+                        row["transcripts"] += [{"system": name, "ref": r, "hyp": h} for r, h in zip(refs, hyps)]
+            result[lang] = row
+        save_json(folder / "wer.json", result)
+
+    return _cached(P, "wer", build, lambda folder: load_json(folder / "wer.json"))

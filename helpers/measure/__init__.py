@@ -1,0 +1,9 @@
+"""Measurement: what the method costs on a device.
+
+`timing` (the one timing harness: percentiles of calls, frames interleaved across systems in a shuffled
+order), `latency` (per-call sweep q = 1 vs q = N + 1, whole frames against the official `generate`),
+`profile` (where a round's time goes, phase by phase), `coreml_export` (the AR and fused calls as Core ML
+packages).
+
+Imports: `helpers.method`, `helpers.adapter`, `helpers.artifacts`; never the experiment.
+"""

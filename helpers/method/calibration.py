@@ -1,0 +1,115 @@
+"""Tree calibration: acceptance table a[d][r], greedy sparse tree, expected tokens/step.
+
+a[d-1][r] estimates P(the target code d positions ahead equals the drafter's rank-r candidate).
+Under the usual independence assumption a path's acceptance probability is the product of its
+a's, a tree's expected accepted length is the sum over its nodes, and the greedy tree that keeps
+adding the most probable node is optimal (a child never beats its parent, so the top-N nodes form
+a tree).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import torch
+
+from helpers.method.drafters import Drafter
+from helpers.method.tree import SparseTree
+
+# A made-up acceptance table a[d][r] (decreasing with depth and rank) to shape trees when a model's own
+# is unknown (random-weight timing models, tests).
+REFERENCE_TABLE = torch.tensor([[0.50, 0.20, 0.10, 0.06, 0.04, 0.02],
+                                [0.40, 0.15, 0.08, 0.05, 0.03, 0.02],
+                                [0.30, 0.12, 0.06, 0.04, 0.02, 0.01]], dtype=torch.float64)
+
+
+@torch.no_grad()
+def acceptance_table(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, width: int = 8) -> torch.Tensor:
+    """a [K, width]: how often c_{t+d} is the rank-r draft from h_t, over all frames and valid t.
+
+    h [B, 15, H] (h[:, t-1] = h_t, from free-running or teacher-forced decoding), codes [B, 16] (c0..c15).
+    """
+    hits = torch.zeros(drafter.depth, width, dtype=torch.float64)
+    trials = torch.zeros(drafter.depth, dtype=torch.float64)
+    for t in range(1, drafter.num_codes):
+        depth = min(drafter.depth, drafter.num_codes - t)
+        cand = drafter.draft_logits(h[:, t - 1], t, depth).topk(width, dim=-1).indices     # [B, depth, m]
+        match = cand == codes[:, t + 1:t + 1 + depth, None]
+        hits[:depth] += match.sum(0).double().cpu()
+        trials[:depth] += h.shape[0]
+    return hits / trials.clamp(min=1)[:, None]
+
+
+def _check_table(a: torch.Tensor) -> torch.Tensor:
+    a = torch.as_tensor(a, dtype=torch.float64)
+    if a.dim() != 2 or a.numel() == 0:
+        raise ValueError(f"acceptance table must be [depth, width], got shape {tuple(a.shape)}")
+    if bool((a < 0).any() or (a > 1).any()):
+        raise ValueError("acceptance rates must lie in [0, 1]")
+    return a
+
+
+def greedy_tree(a: torch.Tensor, size: int, max_depth: int | None = None) -> SparseTree:
+    """Grow a tree of `size` nodes by repeatedly adding the frontier node with the largest path product.
+
+    a [K, width]; max_depth caps the depth (default K).
+    """
+    a = _check_table(a)
+    depth_cap = a.shape[0] if max_depth is None else max_depth
+    if not 1 <= depth_cap <= a.shape[0]:
+        raise ValueError(f"max_depth must be in 1..{a.shape[0]} (the table's depth), got {max_depth}")
+    if size < 1:
+        raise ValueError(f"tree size N must be >= 1, got {size}")
+    capacity = sum(a.shape[1] ** d for d in range(1, depth_cap + 1))
+    if size > capacity:
+        raise ValueError(f"N={size} exceeds the {capacity} nodes a depth-{depth_cap}, "
+                         f"width-{a.shape[1]} table can describe")
+    frontier = [(-float(a[0, r]), (r,)) for r in range(a.shape[1])]
+    heapq.heapify(frontier)
+    paths = []
+    while len(paths) < size:
+        neg, path = heapq.heappop(frontier)
+        paths.append(path)
+        if len(path) < depth_cap:
+            for r in range(a.shape[1]):
+                heapq.heappush(frontier, (neg * float(a[len(path), r]), path + (r,)))
+    return SparseTree(paths)
+
+
+def expected_accepted(tree: SparseTree, a: torch.Tensor) -> float:
+    """Expected drafts accepted in one round: sum over nodes of the product of a along the path."""
+    a = _check_table(a)
+    return sum(_path_prob(p, a) for p in tree.paths)
+
+
+def _path_prob(path, a) -> float:
+    prob = 1.0
+    for d, r in enumerate(path):
+        prob *= float(a[d, r]) if d < a.shape[0] and r < a.shape[1] else 0.0
+    return prob
+
+
+def expected_tokens_per_step(tree: SparseTree, a: torch.Tensor, num_codes: int = 15) -> float:
+    """Expected num_codes / calls per frame, pruning at the frame's end as the decoder does.
+
+    Exact under the independence model: at root position t the accepted length is distributed by the
+    pruned tree; calls(t) = 1 + E[calls(t + accepted + 1)]; a frame is 1 prefill + calls(1).
+    """
+    a = _check_table(a)
+    calls = [0.0] * (num_codes + 2)
+    for t in range(num_codes - 1, 0, -1):
+        sub = tree.pruned(num_codes - 1 - t)
+        dist = _accept_length_dist(sub, a) if sub is not None else [1.0]
+        calls[t] = 1.0 + sum(pr * calls[min(t + n + 1, num_codes)] for n, pr in enumerate(dist))
+    return num_codes / (1.0 + calls[1])
+
+
+def _accept_length_dist(tree: SparseTree, a: torch.Tensor) -> list[float]:
+    """P(accepted length = n), n = 0..depth: reach node with prob = path product, stop there w.p. 1 - sum(children)."""
+    dist = [0.0] * (tree.max_depth + 1)
+    for q in range(tree.size + 1):
+        path = tree.paths[q - 1] if q else ()
+        reach = _path_prob(path, a)
+        cont = sum(_path_prob(path + (r,), a) for r in tree.children[q])
+        dist[len(path)] += reach - cont
+    return dist

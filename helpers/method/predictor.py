@@ -1,0 +1,248 @@
+"""The Qwen3-TTS code predictor as one explicit call over a static KV cache: the reference decoder stack.
+
+This is the readable reference of the computation: the fused call the decoders run (`helpers.method.fused`)
+computes the same thing with re-laid-out weights, and the tests check it against this stack (tree-call
+logits equal sequential-call logits; fused logits equal these). Teacher forcing (`teacher_forced_hidden`)
+and the ideal drafter (`helpers.method.ceiling`) use it directly.
+
+`CodePredictor` wraps the official `Qwen3TTSTalkerCodePredictorModelForConditionalGeneration`
+(and the talker's codec embedding, which embeds `c0`) and runs its layers itself, so that a call
+can take any query: per-token code positions (table and RoPE position), an additive mask over
+`[cache slots, query]`, and a cache passed in and out explicitly. The weights stay the official
+modules' weights; nothing is copied.
+
+Conventions (DESIGN.md section 2). Code position `i` means the code `c_i` of the frame:
+- its input embedding is table `i` (`E0` = talker codec embedding, `Ei` = `codec_embedding[i-1]`);
+- it is fed at cache slot `i + 1` (slot 0 holds the talker hidden state `g`), RoPE position = slot;
+- it is produced by head `i` (`lm_head[i-1]`) from the hidden state `h_i` at slot `i`.
+
+Numerics: RMSNorm and softmax run in at least float32 (float64 stays float64), so float64 calls are
+exact to ~1e-15 whatever the query shape. The official eager path rounds those to float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last dim, reduced in at least float32 (the reference formula). x: [..., D] -> [..., D]."""
+    acc = torch.promote_types(x.dtype, torch.float32)
+    y = x.to(acc)
+    y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * y.to(x.dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def runs(values: Sequence[int]) -> list[tuple[int, int, int]]:
+    """Contiguous runs of equal values: [(start, end, value), ...]."""
+    out: list[tuple[int, int, int]] = []
+    for i, v in enumerate(values):
+        if out and out[-1][2] == v:
+            out[-1] = (out[-1][0], i + 1, v)
+        else:
+            out.append((i, i + 1, v))
+    return out
+
+
+@dataclass
+class KVCache:
+    """Committed keys/values of one frame: k, v [layers, B, kv_heads, slots, head_dim]."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    length: int = 0
+
+    @property
+    def slots(self) -> int:
+        return self.k.shape[3]
+
+    def commit(self, k_new: torch.Tensor, v_new: torch.Tensor) -> None:
+        """Append the query's entries k_new/v_new [L, B, kv, q, d] at `length`."""
+        n = k_new.shape[3]
+        if self.length + n > self.slots:
+            raise ValueError(f"cannot commit {n} entries: cache holds {self.length} of {self.slots} slots")
+        self.k[:, :, :, self.length:self.length + n] = k_new
+        self.v[:, :, :, self.length:self.length + n] = v_new
+        self.length += n
+
+
+class CodePredictor(nn.Module):
+    """One call of the code predictor over a static cache.
+
+    Args:
+        code_predictor: the official `Qwen3TTSTalkerCodePredictorModelForConditionalGeneration`.
+        c0_embedding: the talker's codec embedding (`talker.get_input_embeddings()`), table `E0`.
+        max_query: the longest query a call accepts (tree size N + 1).
+    """
+
+    def __init__(self, code_predictor: nn.Module, c0_embedding: nn.Embedding, max_query: int = 65):
+        super().__init__()
+        config = code_predictor.config
+        self.official = code_predictor
+        self.c0_embedding = c0_embedding
+        self.config = config
+        self.num_codes = config.num_code_groups - 1          # c1..c15 on the real model
+        self.slots = config.num_code_groups                  # committed inputs: g, c0..c14
+        self.vocab_size = config.vocab_size
+        self.hidden_size = config.hidden_size
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.max_query = max_query
+        if any(t != "full_attention" for t in config.layer_types) and (
+                config.sliding_window or 0) < self.slots + max_query:
+            raise ValueError(f"sliding-window layers with window {config.sliding_window} are not supported; "
+                             f"a frame needs a window of at least {self.slots + max_query}")
+
+    @classmethod
+    def from_talker(cls, talker: nn.Module, max_query: int = 65) -> "CodePredictor":
+        """From an official `Qwen3TTSTalkerForConditionalGeneration`."""
+        return cls(talker.code_predictor, talker.get_input_embeddings(), max_query)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.official.lm_head[0].weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.official.lm_head[0].weight.device
+
+    @property
+    def layers(self) -> nn.ModuleList:
+        return self.official.model.layers
+
+    def new_cache(self, batch: int = 1) -> KVCache:
+        shape = (len(self.layers), batch, self.num_kv_heads, self.slots, self.head_dim)
+        return KVCache(torch.zeros(shape, dtype=self.dtype, device=self.device),
+                       torch.zeros(shape, dtype=self.dtype, device=self.device))
+
+    # ------------------------------------------------------------------ embeddings and heads
+    def embed(self, tokens: torch.Tensor, code_pos: Sequence[int]) -> torch.Tensor:
+        """Input embeddings of codes. tokens [B, q], code_pos (len q, host ints) -> [B, q, H_talker]."""
+        parts = []
+        for start, end, i in runs(code_pos):
+            table = self.c0_embedding if i == 0 else self.official.model.codec_embedding[i - 1]
+            parts.append(table(tokens[:, start:end]))
+        return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
+
+    def logits(self, hidden: torch.Tensor, code_pos: Sequence[int]) -> torch.Tensor:
+        """Target logits of the codes at `code_pos` from their hidden states. [B, n, H] -> [B, n, V]."""
+        parts = [F.linear(hidden[:, s:e], self.official.lm_head[i - 1].weight) for s, e, i in runs(code_pos)]
+        return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
+
+    def check_codes(self, codes: torch.Tensor, first_pos: int = 1) -> None:
+        """Raise if any code [..., n] (code positions first_pos..) lies outside its vocabulary."""
+        for j in range(codes.shape[-1]):
+            pos = first_pos + j
+            vocab = self.c0_embedding.num_embeddings if pos == 0 else self.vocab_size
+            col = codes[..., j]
+            if col.numel() and (int(col.min()) < 0 or int(col.max()) >= vocab):
+                bad = col[(col < 0) | (col >= vocab)][0].item()
+                raise ValueError(f"code {bad} at code position {pos} is outside the vocabulary: "
+                                 f"allowed 0..{vocab - 1}")
+
+    # ------------------------------------------------------------------ the call
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
+                k_cache: torch.Tensor, v_cache: torch.Tensor):
+        """One call of the decoder stack.
+
+        x: [B, q, H_talker] input embeddings (or talker hidden state for slot 0)
+        positions: [q] RoPE positions; mask: [q, S + q] additive, over (cache slots, query)
+        k_cache, v_cache: [L, B, kv, S, d]
+        returns hidden [B, q, H] (after the final norm), k_new, v_new [L, B, kv, q, d]
+        """
+        batch, q, _ = x.shape
+        if q > self.max_query:
+            raise ValueError(f"query of {q} tokens is longer than this predictor's max_query={self.max_query}; "
+                             f"build CodePredictor with max_query >= {q}")
+        h = self.official.small_to_mtp_projection(x)
+        cos, sin = self.official.model.rotary_emb(h, positions[None])
+        cos, sin = cos[:, None], sin[:, None]                     # [1, 1, q, d]
+        groups = self.num_heads // self.num_kv_heads
+        k_out, v_out = [], []
+        for li, layer in enumerate(self.layers):
+            attn = layer.self_attn
+            eps = attn.q_norm.variance_epsilon
+            a = rms_norm(h, layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon)
+            qs = rms_norm(attn.q_proj(a).view(batch, q, self.num_heads, self.head_dim), attn.q_norm.weight, eps)
+            ks = rms_norm(attn.k_proj(a).view(batch, q, self.num_kv_heads, self.head_dim), attn.k_norm.weight, eps)
+            vs = attn.v_proj(a).view(batch, q, self.num_kv_heads, self.head_dim).transpose(1, 2)
+            qs, ks = qs.transpose(1, 2), ks.transpose(1, 2)          # [B, heads, q, d]
+            qs = qs * cos + rotate_half(qs) * sin
+            ks = ks * cos + rotate_half(ks) * sin
+            k_out.append(ks)
+            v_out.append(vs)
+            keys = torch.cat((k_cache[li], ks), dim=2)               # [B, kv, S + q, d]
+            values = torch.cat((v_cache[li], vs), dim=2)
+            qg = qs.reshape(batch, self.num_kv_heads, groups, q, self.head_dim)
+            scores = torch.matmul(qg, keys[:, :, None].transpose(-1, -2)) * attn.scaling + mask
+            probs = torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32))
+            o = torch.matmul(probs.to(values.dtype), values[:, :, None])   # [B, kv, g, q, d]
+            o = o.reshape(batch, self.num_heads, q, self.head_dim).transpose(1, 2).reshape(batch, q, -1)
+            h = h + attn.o_proj(o)
+            h = h + layer.mlp(rms_norm(h, layer.post_attention_layernorm.weight,
+                                       layer.post_attention_layernorm.variance_epsilon))
+        norm = self.official.model.norm
+        return rms_norm(h, norm.weight, norm.variance_epsilon), torch.stack(k_out), torch.stack(v_out)
+
+    # ------------------------------------------------------------------ host helpers
+    def attention_mask(self, cache_length: int, query_mask: torch.Tensor) -> torch.Tensor:
+        """Additive mask [q, S + q]: committed slots < cache_length visible, query by `query_mask` [q, q] (bool)."""
+        q = query_mask.shape[0]
+        visible = torch.zeros(q, self.slots + q, dtype=torch.bool, device=self.device)
+        visible[:, :cache_length] = True
+        visible[:, self.slots:] = query_mask.to(self.device)
+        return torch.zeros(visible.shape, dtype=self.dtype, device=self.device).masked_fill(
+            ~visible, torch.finfo(self.dtype).min)
+
+    def forward_query(self, cache: KVCache, x: torch.Tensor, query_mask: torch.Tensor,
+                      depth: torch.Tensor | None = None):
+        """Call on query x [B, q, H_talker] placed after the committed slots; cache unchanged.
+
+        depth [q]: each token's offset after the cache (tree depth; default 0..q-1, a sequence).
+        returns hidden [B, q, H], k_new, v_new [L, B, kv, q, d]
+        """
+        if depth is None:
+            depth = torch.arange(x.shape[1], device=self.device)
+        positions = cache.length + depth.to(self.device)
+        return self(x, positions, self.attention_mask(cache.length, query_mask), cache.k, cache.v)
+
+    def prefill(self, cache: KVCache, g: torch.Tensor, c0: torch.Tensor) -> torch.Tensor:
+        """Commit [g, E0(c0)] to an empty cache. g [B, H_talker], c0 [B] -> h_1 [B, H]."""
+        if cache.length:
+            raise ValueError(f"prefill needs an empty cache, this one holds {cache.length} slots")
+        x = torch.cat((g[:, None].to(self.dtype), self.embed(c0[:, None], [0])), dim=1)
+        hidden, k_new, v_new = self.forward_query(cache, x, causal_mask(2, self.device))
+        cache.commit(k_new, v_new)
+        return hidden[:, 1]
+
+    @torch.no_grad()
+    def teacher_forced_hidden(self, g: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+        """Hidden states h_1..h_15 over ground-truth codes, as in the fine-tuning recipe.
+
+        g [B, H_talker], codes [B, 16] (c0..c15) -> h [B, 15, H] (h[:, i-1] produces c_i)
+        """
+        if codes.shape[-1] != self.num_codes + 1:
+            raise ValueError(f"codes must have {self.num_codes + 1} columns (c0..c{self.num_codes}), "
+                             f"got {codes.shape[-1]}")
+        self.check_codes(codes, first_pos=0)
+        x = torch.cat((g[:, None].to(self.dtype), self.embed(codes[:, :-1], range(self.num_codes))), dim=1)
+        cache = self.new_cache(g.shape[0])
+        hidden, _, _ = self.forward_query(cache, x, causal_mask(self.slots, self.device))
+        return hidden[:, 1:]
+
+
+def causal_mask(q: int, device=None) -> torch.Tensor:
+    """[q, q] bool lower-triangular mask (token i sees 0..i)."""
+    return torch.ones(q, q, dtype=torch.bool, device=device).tril()

@@ -1,0 +1,65 @@
+"""Notebook 00's material: what the drafters cost, and one frame decoded step by step."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from helpers.method.predictor import CodePredictor
+from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.drafters import DRAFTERS, make_drafter
+from helpers.method.sampling import SamplerConfig, frame_uniforms
+from helpers.method.tree import SparseTree
+
+
+def real_shape_predictor() -> CodePredictor:
+    """The Qwen3-TTS-12Hz-0.6B code predictor's shape on the meta device (no memory, no weights).
+
+    qwen_tts's default code-predictor config (hidden 1024, 5 layers, vocab 2048) with the 12 Hz model's
+    16 code groups; the talker's codec embedding E0 is 3072 x 1024.
+    """
+    from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSTalkerConfig
+    from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSTalkerCodePredictorModelForConditionalGeneration
+
+    config = Qwen3TTSTalkerConfig()
+    config.code_predictor_config.num_code_groups = config.num_code_groups = 16
+    with torch.device("meta"):
+        official = Qwen3TTSTalkerCodePredictorModelForConditionalGeneration(config.code_predictor_config, config)
+        return CodePredictor(official, nn.Embedding(config.vocab_size, config.hidden_size), max_query=65)
+
+
+def parameter_counts(predictor: CodePredictor, depth: int = 3) -> list[dict]:
+    """Rows: the code predictor, then each drafter's added parameters (absolute and relative to the predictor)."""
+    with torch.device(predictor.device):
+        base = sum(p.numel() for p in predictor.official.parameters())
+        rows = [{"module": "code predictor (frozen)", "parameters": base, "of predictor": 1.0}]
+        for kind in DRAFTERS:
+            added = make_drafter(kind, predictor, depth).added_params
+            rows.append({"module": f"drafter: {kind}", "parameters": added, "of predictor": added / base})
+    return rows
+
+
+def frame_walkthrough(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor, drafter_kind: str = "reused",
+                      depth: int = 3, seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """One frame decoded twice from the same uniforms: AR (15 calls) and speculative with a chain tree of `depth`.
+
+    g [1, H_talker], c0 [1]. Returns (AR rows: call, code position, code; speculative rows: round, start
+    position, drafts, accepted, codes emitted). Both emit the same c1..c15 (checked).
+    """
+    sampler = SamplerConfig()
+    u = frame_uniforms(torch.Generator().manual_seed(seed), predictor.num_codes, batch=1)
+    ar = decode_frame_ar(predictor, g, c0, sampler, u).codes[0].tolist()
+    spec = SpeculativeDecoder(predictor, make_drafter(drafter_kind, predictor, depth), SparseTree.chain(depth),
+                              sampler).decode_frame(g, c0, u)
+    if spec.codes[0].tolist() != ar:
+        raise RuntimeError("speculative and AR decoding of the same frame differ: losslessness broken")
+    ar_rows = [{"call": t, "position": f"c{t}", "code": code} for t, code in enumerate(ar, 1)]
+    spec_rows = [{"round": 0, "feeds": "g, c0 (prefill)", "top-1 drafts": "-", "accepted": "-", "emitted": f"c1={ar[0]}"}]
+    drafts, t = {start: cand for start, cand in spec.drafts}, 1
+    for i, accepted in enumerate(spec.accepted, 1):
+        cand = drafts.get(t)
+        spec_rows.append({"round": i, "feeds": f"c{t}" + ("" if cand is None else " + drafts"),
+                          "top-1 drafts": "-" if cand is None else cand[:, 0].tolist(), "accepted": accepted,
+                          "emitted": ", ".join(f"c{t + 1 + k}={c}" for k, c in enumerate(ar[t:t + accepted + 1]))})
+        t += accepted + 1
+    return ar_rows, spec_rows

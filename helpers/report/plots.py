@@ -1,0 +1,160 @@
+"""The notebooks' figures (matplotlib/seaborn). Each function returns a Figure; `save` writes it as PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+if not matplotlib.get_backend().lower().startswith(("module://matplotlib_inline", "module://ipykernel")):
+    matplotlib.use("Agg")                    # headless (tests, papermill without a display)
+import matplotlib.pyplot as plt
+import matplotlib.ticker
+import numpy as np
+import seaborn as sns
+
+from helpers.artifacts import atomic_write
+from helpers.method.tree import SparseTree
+
+sns.set_theme(style="whitegrid", context="notebook")
+
+
+def save(fig, folder: str | Path, name: str) -> Path:
+    """Write `<folder>/<name>.png` atomically; returns the path."""
+    return atomic_write(Path(folder) / f"{name}.png", lambda p: fig.savefig(p, format="png", dpi=120,
+                                                                            bbox_inches="tight"))
+
+
+def loss_curves(history: dict[str, list[float]]):
+    """Training loss per step, one line per drafter."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for name, losses in history.items():
+        ax.plot(np.arange(1, len(losses) + 1), losses, label=name)
+    ax.set(xlabel="training step", ylabel="summed draft cross-entropy (nats)", title="Drafter training")
+    ax.legend()
+    return fig
+
+
+def topm_accuracy(tables: dict[str, list[list[float]]], title: str):
+    """Top-m draft accuracy per depth: cumulative a[d][r] over ranks; one panel per depth."""
+    depth = len(next(iter(tables.values())))
+    fig, axes = plt.subplots(1, depth, figsize=(3.2 * depth, 3), sharey=True, squeeze=False)
+    for j, ax in enumerate(axes[0]):
+        for name, a in tables.items():
+            top_m = np.cumsum(a[j])
+            ax.plot(np.arange(1, len(top_m) + 1), top_m, marker="o", label=name)
+        ax.set(title=f"depth {j + 1}", xlabel="m (drafts kept)", ylim=(0, 1))
+    axes[0][0].set_ylabel("top-m accuracy")
+    axes[0][-1].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def tree_drawing(tree: SparseTree, title: str = ""):
+    """The draft tree: depth left to right, each node labelled with its draft rank."""
+    fig, ax = plt.subplots(figsize=(6, max(2.5, 0.22 * tree.size)))
+    order = sorted(range(1, tree.size + 1), key=lambda i: tree.paths[i - 1])     # depth-first: subtrees together
+    y = {i: -float(row) for row, i in enumerate(order)}
+    y[0] = float(np.mean([y[i] for i in range(1, tree.size + 1) if tree.depth_list[i] == 1]))
+    for i in range(1, tree.size + 1):
+        parent = int(tree.parent[i])
+        ax.plot([tree.depth_list[parent], tree.depth_list[i]], [y[parent], y[i]], color="0.6", lw=1, zorder=1)
+    for i in range(tree.size + 1):
+        ax.scatter(tree.depth_list[i], y[i], s=160, color="C1" if i == 0 else "C0", zorder=2)
+        ax.annotate("root" if i == 0 else str(int(tree.rank[i])), (tree.depth_list[i], y[i]), ha="center",
+                    va="center", fontsize=7, color="white", zorder=3)
+    ax.set(xticks=range(tree.max_depth + 1), xticklabels=["c_t"] + [f"+{d}" for d in range(1, tree.max_depth + 1)],
+           yticks=[], title=title or f"Draft tree, N = {tree.size} (labels: draft rank)")
+    ax.grid(False)
+    return fig
+
+
+def attention_mask(tree: SparseTree, title: str = ""):
+    """The tree attention mask (query x query, root first): a node sees the root, its ancestors and itself."""
+    fig, ax = plt.subplots(figsize=(4.5, 4))
+    sns.heatmap(tree.mask.numpy().astype(int), cmap="Blues", cbar=False, square=True, ax=ax,
+                xticklabels=False, yticklabels=False)
+    ax.set(xlabel="key (root, then nodes by depth)", ylabel="query", title=title or f"Tree attention mask, N = {tree.size}")
+    return fig
+
+
+def tokens_vs_tree_size(expected: dict[str, dict[int, float]], measured: dict[str, dict[int, float]] | None = None):
+    """Tokens per call vs tree size N: expected from the calibration table (dashed), measured (solid)."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for i, (name, by_n) in enumerate(expected.items()):
+        ns = sorted(by_n)
+        ax.plot(ns, [by_n[n] for n in ns], ls="--", color=f"C{i}", label=f"{name} expected")
+        if measured and name in measured:
+            mn = sorted(measured[name])
+            ax.plot(mn, [measured[name][n] for n in mn], marker="o", color=f"C{i}", label=f"{name} measured")
+    ax.set(xscale="log", xlabel="tree size N", ylabel="tokens per call", title="Tokens/step vs tree size")
+    ax.set_xticks(sorted(next(iter(expected.values()))), labels=[str(n) for n in sorted(next(iter(expected.values())))])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.axhline(1.0, color="0.5", lw=0.8)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def per_language(rows: dict[str, dict], key: str, ylabel: str, paper: dict[str, float] | None = None):
+    """A bar per language of `rows[lang][key]`, the paper's value as a marker where given."""
+    langs = list(rows)
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.bar(langs, [rows[c][key] for c in langs], color="C0", label="this run")
+    if paper:
+        ax.scatter([c for c in langs if c in paper], [paper[c] for c in langs if c in paper], color="C3",
+                   marker="D", zorder=3, label="paper")
+    ax.set(ylabel=ylabel)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def target_sharpness(entropy: list[float], top_prob: list[float]):
+    """Entropy and top probability of the target p_t per code position: what acceptance is capped by."""
+    fig, ax = plt.subplots(figsize=(6, 3))
+    t = np.arange(1, len(entropy) + 1)
+    ax.plot(t, entropy, marker="o", label="entropy (nats)")
+    ax.plot(t, top_prob, marker="s", label="top probability")
+    ax.set(xlabel="code position t", title="How confident the code predictor is", xticks=t)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def speedup_vs_tree_size(by_n: dict, device: str, paper: dict | None = None):
+    """The paper's Figure 4 for one device: measured and realised speedup vs N, tokens/step (the ceiling) dashed,
+    the paper's devices as markers where given ({device: {N: speedup}})."""
+    ns = sorted(by_n, key=int)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(ns, [by_n[n]["tokens_per_step"] for n in ns], ls="--", color="0.4", label="tokens/step (ceiling)")
+    ax.plot(ns, [by_n[n]["realised_speedup"] for n in ns], marker="s", label="realised: tokens/step / (1 + overhead)")
+    if "measured_speedup" in by_n[ns[0]]:
+        ax.plot(ns, [by_n[n]["measured_speedup"] for n in ns], marker="o", label="measured, whole frames")
+    for name, points in (paper or {}).items():
+        ax.scatter(list(points), list(points.values()), marker="D", s=25, label=f"paper: {name}")
+    ax.axhline(1.0, color="0.5", lw=0.8)
+    ax.set(xscale="log", xlabel="tree size N", ylabel="speedup over AR", title=f"Inner-loop speedup on {device}")
+    ax.set_xticks([int(n) for n in ns], labels=[str(n) for n in ns])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.legend(fontsize=7)
+    return fig
+
+
+def round_phases(profile: dict, device: str):
+    """Where the time goes (`profile.round_profile`): ms per AR step and per speculative round, stacked by
+    phase (host = query + walk + commit), AR step / round written above each speculative bar."""
+    parts = {"layers": ("layers",), "heads (+ drafts)": ("heads",), "sample": ("sample",),
+             "host: query, walk, commit": ("query", "walk", "commit")}
+    rows = {"AR step": profile["ar"], **{f"N={n}": r for n, r in profile["trees"].items()}}
+    fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    bottom = np.zeros(len(rows))
+    for label, phases in parts.items():
+        ms = np.array([sum(r.get(p, 0.0) for p in phases) for r in rows.values()])
+        ax.bar(list(rows), ms, bottom=bottom, label=label)
+        bottom += ms
+    for i, r in enumerate(profile["trees"].values(), start=1):
+        ax.annotate(f"{r['ratio']:.2f}", (i, bottom[i]), ha="center", va="bottom", fontsize=8)
+    ax.axhline(bottom[0], color="0.3", lw=0.8, ls="--")
+    ax.set(ylabel="ms per AR step / per round",
+           title=f"Where a round's time goes on {device} (above: AR step / round)")
+    ax.legend(fontsize=7, loc="upper left")
+    return fig

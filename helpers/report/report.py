@@ -1,0 +1,119 @@
+"""`outputs/<run>/report.md`: the run's tables next to the paper's numbers (`paper_numbers.yaml` beside this file).
+
+Everything comes from the run folder: metrics.json (the run's parameters are its `run.params`) and figures/.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from helpers.artifacts import atomic_write, load_json
+from helpers.report.tables import markdown
+
+PAPER = yaml.safe_load((Path(__file__).parent / "paper_numbers.yaml").read_text())
+PAPER_DRAFTERS = {"reused": "reused_lm_heads", "medusa": "medusa_heads", "offsets": "position_offsets"}
+
+
+TABLE1 = ("stage", "dataset", "language", "samples", "hours", "frames")
+
+
+def legacy_keys_renamed(metrics):
+    """metrics.json written before tokens/step had one name (`toks_per_step`) read with today's keys."""
+    if isinstance(metrics, dict):
+        return {k.replace("toks_per_step", "tokens_per_step"): legacy_keys_renamed(v) for k, v in metrics.items()}
+    return [legacy_keys_renamed(v) for v in metrics] if isinstance(metrics, list) else metrics
+
+
+def _paper_error(row: dict, system: str) -> float | None:
+    return row[system].get("wer", row[system].get("cer"))
+
+
+def _percent(value: float | None) -> float | None:
+    return None if value is None else 100 * value
+
+
+def sections(run_dir: Path, m: dict) -> list[str]:
+    """The report's Markdown lines from a run's metrics `m` (its parameters: m["run"]["params"])."""
+    run = m.get("run", {})
+    P = run.get("params", {})
+    out = [f"# Report: run `{P.get('run_name')}` (backend `{P.get('backend')}`)", "",
+           f"Git revision `{run.get('git_revision')}`{' (uncommitted changes)' if run.get('git_dirty') else ''}, "
+           f"device {run.get('device')}, seed {P.get('seed')}. Wall time per notebook (s): "
+           + ", ".join(f"{k} {v}" for k, v in run.get("wall_s", {}).items()) + ".", ""]
+    if "data" in m:
+        ours = [{k: row[k] for k in TABLE1} for row in m["data"]["table"]]
+        paper = [dict(zip(TABLE1, r[:5] + [float(r[5])])) for r in PAPER["table1_datasets"]]
+        out += ["## Table 1: data", "", "This run:", "", markdown(ours), "", "Paper:", "",
+                markdown(paper), ""]
+    if "drafters" in m:
+        rows = []
+        for kind in [k for k in P.get("drafters", m["drafters"]) if k in m["drafters"]]:
+            d, p = m["drafters"][kind], PAPER["table2_drafters"][PAPER_DRAFTERS[kind]]
+            rows.append({"drafter": kind, "added params": d.get("added_params"),
+                         f"tokens/step (N={P.get('tree_size')})": d.get("tokens_per_step"),
+                         "expected": d.get("expected_tokens_per_step"),
+                         "paper tokens/step": p["tokens_per_step"], "paper added params": int(float(p["added_params"]))})
+        out += ["## Table 2: drafter ablation", "", markdown(rows), "",
+                "Added parameters are this backend's; the paper's are on the 0.6B model (offsets: K x 1024).", ""]
+    if "languages" in m:
+        rows = []
+        for lang, r in m["languages"].items():
+            p = PAPER["table3_languages"].get(lang)
+            rows.append({"language": lang, "frames": r.get("frames"), "tokens/step AR": r.get("tokens_per_step_ar"),
+                         "tokens/step spec": r.get("tokens_per_step_spec"), "WER AR %": _percent(r.get("wer_ar")),
+                         "WER spec %": _percent(r.get("wer_spec")), "paper spec": p and p["spec"]["tokens_per_step"],
+                         "paper WER AR %": p and _paper_error(p, "ar"), "paper WER spec %": p and _paper_error(p, "spec")})
+        out += ["## Table 3: per language", "", markdown(rows), "",
+                "WER in percent (the paper: CER for ja and zh); n/a where this backend has no ASR.", ""]
+    if "tree" in m:
+        ceiling = PAPER["figure4_latency"]["acceptance_ceiling"]
+        rows = [{"N": int(n), "expected tokens/step": r.get("expected_tokens_per_step"),
+                 "measured tokens/step": r.get("measured_tokens_per_step"), "paper ceiling": ceiling.get(int(n))}
+                for n, r in sorted(m["tree"].items(), key=lambda kv: int(kv[0]))]
+        out += ["## Tokens/step vs tree size (main drafter)", "", markdown(rows), ""]
+    if "lossless" in m:
+        lo = m["lossless"]
+        verdict = "identical" if lo["frames_identical"] == lo["frames_compared"] else "NOT identical"
+        out += ["## Losslessness", "", f"Speculative vs AR codes from the same seeds: {lo['frames_identical']:,} of "
+                f"{lo['frames_compared']:,} frames identical ({verdict}).", ""]
+    if "latency" in m:
+        columns = ("call_ms_p50", "overhead", "tokens_per_step", "realised_speedup", "measured_speedup")
+        for device, by_n in m["latency"].items():
+            rows = [{"N": int(n), **{c: by_n[n].get(c) for c in columns}}
+                    for n in sorted((k for k in by_n if k.isdigit()), key=int)]
+            out += [f"## Latency on {device} ({by_n.get('dtype')})", "", markdown(rows), "",
+                    f"Best N {by_n.get('best_n')}; AR call p50 {by_n.get('ar_call_ms_p50', 0):.3f} ms; whole frame: our AR "
+                    f"loop {by_n.get('ar_frame_ms', 0):.2f} ms, official `code_predictor.generate` "
+                    f"{by_n.get('official_frame_ms', 0):.2f} ms.", ""] + _profile_lines(by_n)
+    if "coreml" in m:
+        out += ["## Core ML export", "", markdown([{"package": k, **v} for k, v in m["coreml"].items()
+                                                   if isinstance(v, dict)]), ""]
+    figures = sorted((run_dir / "figures").glob("*.png")) if (run_dir / "figures").is_dir() else []
+    if figures:
+        out += ["## Figures", ""] + [f"![{f.stem}](figures/{f.name})" for f in figures] + [""]
+    return out
+
+
+def _profile_lines(by_n: dict) -> list[str]:
+    """Where the time of a round goes at the best N (notebook 06's profile), in one paragraph."""
+    profile, best = by_n.get("profile"), str(by_n.get("best_n"))
+    if not profile or best not in profile["trees"]:
+        return []
+    ar, r = profile["ar"], profile["trees"][best]
+    over = r["over_ar"]
+    host = over["query"] + over["walk"] + over["commit"]
+    return [f"Where the time goes at N = {best}: an AR step {ar['per_call_ms']:.3f} ms, a round "
+            f"{r['per_call_ms']:.3f} ms (layers {over['layers']:+.3f}, heads and drafts {over['heads']:+.3f}, "
+            f"sampling {over['sample']:+.3f}, host {host:+.3f}): AR step / round {r['ratio']:.2f}; "
+            f"{r['ratio_free_host']:.2f} with free host work, {r['ratio_verify_only']:.2f} if the drafts were free too.",
+            ""]
+
+
+def write_report(run_dir: str | Path) -> str:
+    """Write <run_dir>/report.md from <run_dir>/metrics.json; returns its text."""
+    run_dir = Path(run_dir)
+    text = "\n".join(sections(run_dir, legacy_keys_renamed(load_json(run_dir / "metrics.json"))))
+    atomic_write(run_dir / "report.md", lambda p: p.write_text(text))
+    return text

@@ -1,0 +1,114 @@
+"""The package's layers: every import under helpers/ (module level and inside functions) runs one way, and
+no module imports itself back through others.
+
+Layers, from the bottom: artifacts < method < adapter < backends < measure < report < experiment. A module
+may import its own layer and the layers below it; the two backends never import each other.
+"""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "helpers"
+LAYERS = ("artifacts", "method", "adapter", "backends", "measure", "report", "experiment")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def imports_of(path: Path, known: set[str]) -> set[str]:
+    """The helpers modules a file imports anywhere in it (relative imports resolved)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{a.name}" for a in node.names] + [base]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:              # `from helpers.method import tree` -> helpers.method.tree
+                t = t.rpartition(".")[0]
+            if t and t != name and t.startswith("helpers."):
+                found.add(t)
+    return found
+
+
+def layer(module: str) -> str | None:
+    if module == "helpers.__main__":                 # `python -m helpers`: the runner's entry point
+        return "experiment"
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+GRAPH = {m: imports_of(p, set(modules())) for m, p in modules().items()}
+
+
+def test_every_module_belongs_to_a_layer():
+    stray = [m for m in GRAPH if m != "helpers" and layer(m) is None]
+    assert not stray, f"modules outside the layer folders {LAYERS}: {stray}"
+
+
+def test_every_layer_says_what_it_holds():
+    for name in LAYERS[1:]:
+        init = ROOT / name / "__init__.py"
+        assert init.is_file() and len(ast.get_docstring(ast.parse(init.read_text())) or "") > 80, \
+            f"{init} needs a docstring saying what the layer holds and what it may import"
+
+
+def test_imports_run_down_the_layers():
+    against = [f"{m} ({layer(m)}) imports {t} ({layer(t)})" for m, targets in GRAPH.items() if layer(m)
+               for t in targets if layer(t) and LAYERS.index(layer(t)) > LAYERS.index(layer(m))]
+    assert not against, "imports against the layer order:\n" + "\n".join(against)
+
+
+def test_backends_do_not_import_each_other():
+    crossing = [f"{m} imports {t}" for m, targets in GRAPH.items() for t in targets
+                for a, b in (("mini", "qwen3"), ("qwen3", "mini"))
+                if m.startswith(f"helpers.backends.{a}") and t.startswith(f"helpers.backends.{b}")]
+    assert not crossing, "\n".join(crossing)
+
+
+def test_no_import_cycles():
+    seen, stack, cycles = set(), [], []
+
+    def visit(m):
+        if m in stack:
+            cycles.append(stack[stack.index(m):] + [m])
+            return
+        if m in seen:
+            return
+        seen.add(m)
+        stack.append(m)
+        for t in sorted(GRAPH.get(m, ())):
+            visit(t)
+        stack.pop()
+
+    for m in sorted(GRAPH):
+        visit(m)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
+    """The parser must see what the tests above judge: an import inside a function and a relative one."""
+    pkg = tmp_path / "helpers" / "method"
+    pkg.mkdir(parents=True)
+    (pkg / "a.py").write_text("def f():\n    from ..experiment import stages\n    from .b import x\n")
+    global ROOT
+    saved, ROOT = ROOT, tmp_path / "helpers"
+    try:
+        found = imports_of(pkg / "a.py", {"helpers.method.a", "helpers.method.b", "helpers.experiment.stages"})
+    finally:
+        ROOT = saved
+    assert found == {"helpers.experiment.stages", "helpers.method.b"}
