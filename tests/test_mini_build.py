@@ -118,3 +118,16 @@ def test_backend_roles_and_dataset_table(built):
     with pytest.raises(ValueError, match="unknown language 'de' for backend mini; allowed: en, ja"):
         backend.language("de")
     mini.model.float()
+
+
+def test_the_run_seed_reuses_the_built_miniature(built, smoke_cache):
+    """`seed` varies sampling and data order only: the same cached build; `mini_build_seed` is the build's."""
+    from helpers.experiment.params import load_params
+    from helpers.experiment.stages import load_backend
+
+    backends = [load_backend(load_params("params/smoke.yaml", {"cache_dir": str(smoke_cache), "seed": s}))
+                for s in (0, 7)]
+    assert backends[0].mini.folders == backends[1].mini.folders == built[0].folders
+    assert backends[1].mini.config.seed == 0
+    P = load_params("params/smoke.yaml", {"mini_build_seed": 3})
+    assert P.seed == 0 and P.mini_build_seed == 3

@@ -50,6 +50,9 @@ class RunParams:
     backend: str = "mini"
     # backend "mini": which miniature (helpers.backends.mini.build presets: model, codec and training sizes)
     mini_preset: str = "mini"
+    # the miniature's build seed (its sentences, voices, codec and training). `seed` is the run's sampling and data
+    # order seed: varying it reuses the cached miniature; varying this one builds another miniature (minutes)
+    mini_build_seed: int = 0
     # backend "qwen3": the official checkpoint, by hub id or local folder
     model_id_or_path: str = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
     device: str = "cpu"

@@ -29,7 +29,7 @@ from helpers.method.training import TeacherForcedHidden, TrainConfig, train_draf
 from helpers.method.tree import SparseTree
 
 STAGE_FIELDS = {
-    "data": ("backend", "mini_preset", "model_id_or_path", "dtype", "attn_implementation", "seed", "languages",
+    "data": ("backend", "mini_preset", "mini_build_seed", "model_id_or_path", "dtype", "attn_implementation", "seed", "languages",
              "train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language"),
     "drafters": ("depth", "drafters", "drafter_epochs", "drafter_lr", "drafter_batch_size", "acceptance_width"),
     "calibration": ("top_k", "top_p", "temperature", "tree_sizes", "ceiling_frames"),
@@ -68,7 +68,7 @@ def load_backend(P: RunParams) -> Backend:
     sampling = dict(top_k=P.top_k, top_p=P.top_p, temperature=P.temperature)
     if P.backend == "mini":
         from helpers.backends.mini.backend import MiniBackend
-        return MiniBackend.load(P.cache_dir, P.mini_preset, P.languages, P.device, P.dtype, seed=P.seed,
+        return MiniBackend.load(P.cache_dir, P.mini_preset, P.languages, P.device, P.dtype, seed=P.mini_build_seed,
                                 train=P.train_samples, validation=P.validation_samples,
                                 calibration=P.calibration_samples, evaluation=P.eval_samples_per_language, **sampling)
     from helpers.backends.qwen3.backend import Qwen3Backend

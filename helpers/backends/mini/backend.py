@@ -40,7 +40,8 @@ class MiniBackend(Backend):
              seed: int = 0, train: int = 0, validation: int = 0, calibration: int = 0, evaluation: int = 0,
              top_k: int = 50, top_p: float = 1.0, temperature: float = 0.9, log=print) -> "MiniBackend":
         """Build (or load from `cache_dir`/mini) the miniature of `preset` with these corpus sizes (utterances of
-        the train / validation / calibration roles, and of the evaluation role per language)."""
+        the train / validation / calibration roles, and of the evaluation role per language); `seed` is the build's
+        (sentences, voices, codec, training), not the run's sampling seed."""
         if dtype not in DTYPES or device not in ("cpu", "auto"):
             raise ValueError(f"the mini backend runs on device cpu in {' or '.join(DTYPES)}; "
                              f"got device={device!r}, dtype={dtype!r}")
