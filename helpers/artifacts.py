@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -76,14 +77,24 @@ def params_key(params: Any) -> str:
 
 
 def cached_step(root, name: str, params: Any, build: Callable[[Path], None], log: Callable[[str], None] = print) -> Path:
-    """The folder `<root>/<name>-<key(params)>`, built by build(tmp_folder) unless it already exists."""
+    """The folder `<root>/<name>-<key(params)>`, built by build(tmp_folder) unless it already exists.
+
+    The folder also records how long its build took (`build.json`: seconds, see `build_seconds`)."""
     final = Path(root) / f"{name}-{params_key(params)}"
     if (final / "params.json").exists():
         log(f"{name}: cached ({final})")
         return final
 
     def write(tmp: Path) -> None:
+        start = time.perf_counter()
         build(tmp)
+        save_json(tmp / "build.json", {"seconds": round(time.perf_counter() - start, 1)})
         save_json(tmp / "params.json", params)                     # last: marks the folder complete
 
     return atomic_folder(final, write)
+
+
+def build_seconds(folder) -> float | None:
+    """How long a `cached_step` folder took to build (None for folders cached before builds were timed)."""
+    path = Path(folder) / "build.json"
+    return load_json(path)["seconds"] if path.is_file() else None

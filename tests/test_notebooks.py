@@ -2,6 +2,7 @@
 lossless), one notebook run alone with the papermill CLI, and a failing notebook named with its output."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -29,14 +30,16 @@ def test_every_notebook_has_one_parameters_cell_defaulting_to_mini():
         assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{path.name} has outputs"
 
 
-def run(*args, timeout=1200):
-    return subprocess.run([sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+def run(*args, timeout=1200, env=None):
+    return subprocess.run([sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory, smoke_cache):
     out = tmp_path_factory.mktemp("outputs")
-    result = run("-m", "helpers", "params/smoke.yaml", "-p", f"output_dir={out}", "-p", f"cache_dir={smoke_cache}")
+    result = run("-m", "helpers", "params/smoke.yaml", "-p", f"output_dir={out}", "-p", f"cache_dir={smoke_cache}",
+                 env={"RVQ_PROGRESS_SECONDS": "0"})                  # every new output line shown as progress
     return out, result
 
 
@@ -47,6 +50,8 @@ def test_the_whole_sequence_runs_on_smoke_with_complete_metrics(smoke_run):
     P = load_params(REPO_ROOT / "params" / "smoke.yaml")
     names = [p.stem for p in notebooks()]
     assert [line.split()[1] for line in result.stdout.splitlines() if line.startswith("[")] == names
+    progress = [line for line in result.stdout.splitlines() if line.startswith("  [")]
+    assert any("02_train_drafters ... train offsets" in line and "it/s" in line for line in progress), progress[-20:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert missing_keys(metrics, required_keys(P)) == []
     lossless = metrics["lossless"]

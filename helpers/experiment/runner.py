@@ -4,8 +4,8 @@
 
 Parameters are validated before any notebook runs. Each notebook gets `params_file` and the `-p`
 overrides (it loads and checks the rest itself: `helpers.experiment.params.notebook_params`), so a notebook run
-alone with the papermill CLI behaves exactly as it does here. One line per notebook with its time; the
-first failure names the notebook, the error and the partially executed copy, and exits non-zero.
+alone with the papermill CLI behaves exactly as it does here. One line per notebook with its time, and while
+it runs its latest output line (build steps, progress bars: `progress.ProgressLine`); the first failure names the notebook, the error and the partially executed copy, and exits non-zero.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from helpers.experiment.metrics import run_info, update_metrics
+from helpers.experiment.progress import ProgressLine
 from helpers.experiment.params import REPO_ROOT, ParamsError, load_params, parse_override
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -81,23 +82,24 @@ def main(argv=None) -> int:
     print(f"run {P.run_name}: {len(todo)} notebook(s) -> {out}")
     params = {"params_file": str(params_file), **overrides}
     total = time.time()
+    every = float(os.environ.get("RVQ_PROGRESS_SECONDS", "20"))     # how often a non-terminal log shows progress
     for i, nb in enumerate(todo, 1):
         target = out / nb.name
-        print(f"[{i}/{len(todo)}] {nb.stem} ...", end=" ", flush=True)
+        line = ProgressLine(f"[{i}/{len(todo)}] {nb.stem} ...", every=every)
         start = time.time()
         log = out / "logs" / f"{nb.stem}.log"
         try:
             with stderr_to(log):
                 pm.execute_notebook(str(nb), str(target), parameters=params, cwd=str(REPO_ROOT), progress_bar=False,
-                                    kernel_name="python3")
+                                    kernel_name="python3", stdout_file=line, stderr_file=line)
         except pm.PapermillExecutionError as e:
-            print("FAILED")
+            line.close("FAILED")
             print(f"error: notebook {nb.name} failed in cell {e.exec_count}: {e.ename}: {e.evalue}\n"
                   f"partial output: {target}\nlog: {log}", file=sys.stderr)
             return 1
         seconds = time.time() - start
         update_metrics(P, {"run": {"wall_s": {nb.stem: round(seconds, 1)}}})
-        print(f"ok ({seconds:.0f} s)")
+        line.close(f"ok ({seconds:.0f} s)")
     print(f"done in {(time.time() - total) / 60:.1f} min: {out}/report.md, {out}/metrics.json")
     return 0
 

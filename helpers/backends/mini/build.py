@@ -18,7 +18,7 @@ from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
 from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGeneration
 from tqdm.auto import tqdm
 
-from helpers.artifacts import cached_step, load_json, load_tensors, params_key, save_json, save_tensors
+from helpers.artifacts import build_seconds, cached_step, load_json, load_tensors, params_key, save_json, save_tensors
 from helpers.backends.mini import espeak
 from helpers.backends.mini.codec import CodecConfig, RVQCodec, fit_codec, frame_features
 from helpers.backends.languages import CODES as LANGS, LANGUAGES
@@ -206,4 +206,6 @@ def build_mini(cfg: MiniBuildConfig = MINI, cache_dir: str | Path = "outputs/cac
     return Mini(cfg, model, RVQCodec.load(codec_folder / "codec.safetensors"), vocab, items,
                 dict(speech=speech, codec=codec_folder, model=model_folder),
                 dict(training=load_json(model_folder / "history.json"),
-                     stage_errors=load_json(codec_folder / "stage_errors.json")))
+                     stage_errors=load_json(codec_folder / "stage_errors.json"),
+                     build_s={step: build_seconds(f) for step, f in (("speech", speech), ("codec", codec_folder),
+                                                                     ("model", model_folder))}))
