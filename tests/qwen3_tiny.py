@@ -47,7 +47,6 @@ def _text_tokenizer():
 def _speech_tokenizer(seed: int):
     """The official 12 Hz tokenizer (Mimi encoder, Qwen decoder) at tiny size, random codebooks."""
     from qwen_tts.core.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Config
-    from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Model
 
     enc = dict(hidden_size=16, num_filters=4, num_hidden_layers=1, intermediate_size=32, num_attention_heads=2,
                num_key_value_heads=2, codebook_size=CODEC, codebook_dim=8, vector_quantization_hidden_dimension=8,
@@ -55,8 +54,15 @@ def _speech_tokenizer(seed: int):
     dec = dict(codebook_size=CODEC, hidden_size=16, latent_dim=16, codebook_dim=16, num_attention_heads=2,
                num_key_value_heads=2, head_dim=8, intermediate_size=32, num_hidden_layers=1, num_quantizers=16,
                decoder_dim=32, vector_quantization_hidden_dimension=8)
+    return random_speech_tokenizer(Qwen3TTSTokenizerV2Config(encoder_config=enc, decoder_config=dec), seed)
+
+
+def random_speech_tokenizer(config, seed: int):
+    """The official 12 Hz tokenizer model of a `Qwen3TTSTokenizerV2Config`, random weights and codebooks."""
+    from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Model
+
     torch.manual_seed(seed)
-    model = Qwen3TTSTokenizerV2Model(Qwen3TTSTokenizerV2Config(encoder_config=enc, decoder_config=dec)).eval()
+    model = Qwen3TTSTokenizerV2Model(config).eval()
     with torch.no_grad():                   # codebooks start at zero: every frame would get code 0
         for name, t in list(model.named_parameters()) + list(model.named_buffers()):
             if name.endswith(("embed_sum", "embedding_sum")):
@@ -92,25 +98,50 @@ def _tts_config(tokenizer, talker_hidden: int = 32, predictor_hidden: int = 32, 
 
 def build_tiny_tts(folder: Path, seed: int = 0, logit_scale: float = 20.0) -> Path:
     """A random CustomVoice checkpoint folder, laid out like Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice."""
-    from qwen_tts.core.models import Qwen3TTSForConditionalGeneration, Qwen3TTSProcessor
-    from transformers import EncodecFeatureExtractor
+    from qwen_tts.core.models import Qwen3TTSForConditionalGeneration
 
     folder = Path(folder)
     tokenizer = _text_tokenizer()
     torch.manual_seed(seed)
     model = Qwen3TTSForConditionalGeneration(_tts_config(tokenizer)).eval()
-    with torch.no_grad():                   # peaked code-predictor targets, so that drafts can be accepted
+    sharpen_code_predictor(model, logit_scale)
+    save_tts(folder, model, tokenizer)
+    save_speech_tokenizer(folder, _speech_tokenizer(seed))
+    return folder
+
+
+def sharpen_code_predictor(model, logit_scale: float) -> None:
+    """Peaked code-predictor targets (its heads scaled), so that drafts can be accepted."""
+    with torch.no_grad():
         for head in model.talker.code_predictor.lm_head:
             head.weight.mul_(logit_scale)
+
+
+def save_tts(folder: Path, model, tokenizer, generation: dict = GENERATE_DEFAULTS,
+             speaker_encoder_config: bool = True) -> None:
+    """The model, its processor and generation defaults as a checkpoint folder (the speech tokenizer: below).
+
+    qwen_tts 0.1.1 cannot read back its own config.json: `speaker_encoder_config` is saved with a `model_type`
+    its config class does not take. It is dropped (the key, or the whole entry as in a CustomVoice config.json)."""
+    from qwen_tts.core.models import Qwen3TTSProcessor
+
     model.save_pretrained(folder)
-    config = json.loads((folder / "config.json").read_text())
-    config["speaker_encoder_config"].pop("model_type")      # the official config class takes no model_type
-    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    config = json.loads((Path(folder) / "config.json").read_text())
+    if speaker_encoder_config:
+        config["speaker_encoder_config"].pop("model_type")
+    else:
+        config.pop("speaker_encoder_config")
+    (Path(folder) / "config.json").write_text(json.dumps(config, indent=2))
     Qwen3TTSProcessor(tokenizer=tokenizer).save_pretrained(folder)
-    (folder / "generation_config.json").write_text(json.dumps(GENERATE_DEFAULTS))
-    _speech_tokenizer(seed).save_pretrained(folder / "speech_tokenizer")
-    EncodecFeatureExtractor(feature_size=1, sampling_rate=24000).save_pretrained(folder / "speech_tokenizer")
-    return folder
+    (Path(folder) / "generation_config.json").write_text(json.dumps(generation))
+
+
+def save_speech_tokenizer(folder: Path, speech_tokenizer) -> None:
+    """The 12 Hz speech tokenizer and its feature extractor under `folder`/speech_tokenizer."""
+    from transformers import EncodecFeatureExtractor
+
+    speech_tokenizer.save_pretrained(Path(folder) / "speech_tokenizer")
+    EncodecFeatureExtractor(feature_size=1, sampling_rate=24000).save_pretrained(Path(folder) / "speech_tokenizer")
 
 
 def build_tiny_whisper(folder: Path, seed: int = 0) -> Path:
