@@ -193,17 +193,19 @@ def _rows(n: int, rng: np.random.Generator, text_column: str, prefix: str) -> di
             "audio": [{"bytes": _wav(rng.uniform(0.6, 1.4), rng), "path": f"{prefix}{i}.wav"} for i in range(n)]}
 
 
-def _hub_layout(root: Path, splits: dict[tuple[str, str], dict]) -> Path:
-    """Parquet files per config and split with a README listing the configs, as converted hub datasets are."""
+def _hub_layout(root: Path, splits: dict[tuple[str, str], dict], conversion: bool = False) -> Path:
+    """Parquet files per config and split with a README listing the configs, as parquet hub datasets are; or
+    (`conversion`) as the hub's parquet conversion (refs/convert/parquet) is: <config>/<split>/0000.parquet, no README."""
     from datasets import Audio, Dataset
 
     lines = ["---", "configs:"]
     for (config, split), rows in splits.items():
-        (root / config).mkdir(parents=True, exist_ok=True)
-        ds = Dataset.from_dict(rows).cast_column("audio", Audio(sampling_rate=16000))
-        ds.to_parquet(str(root / config / f"{split}-00000-of-00001.parquet"))
+        file = root / config / split / "0000.parquet" if conversion else root / config / f"{split}-00000-of-00001.parquet"
+        file.parent.mkdir(parents=True, exist_ok=True)
+        Dataset.from_dict(rows).cast_column("audio", Audio(sampling_rate=16000)).to_parquet(str(file))
         lines += [f"- config_name: {config}", "  data_files:", f"  - split: {split}", f"    path: {config}/{split}-*.parquet"]
-    (root / "README.md").write_text("\n".join(lines + ["---", ""]))
+    if not conversion:
+        (root / "README.md").write_text("\n".join(lines + ["---", ""]))
     return root
 
 
@@ -218,8 +220,14 @@ def build_tiny_datasets(root: Path, seed: int = 0) -> dict[str, Path]:
     rows = _rows(4, rng, "text", "libri")
     rows["text"] = [t.upper() for t in rows["text"]]
     DatasetDict({"test": Dataset.from_dict(rows).cast_column("audio", Audio(sampling_rate=16000))}).save_to_disk(str(libri))
-    fleurs = _hub_layout(root / "fleurs", {(c, "test"): _rows(2, rng, "raw_transcription", c) for c in FLEURS.values()})
-    return {"voxpopuli": vox, "librispeech": libri.parent, "fleurs": fleurs}
+    fleurs_rows = {(c, "train"): _rows(2, rng, "raw_transcription", c) for c in FLEURS.values()}
+    fleurs = _hub_layout(root / "fleurs", fleurs_rows)
+    converted = _hub_layout(root / "fleurs_parquet_conversion", fleurs_rows, conversion=True)
+    scripted = root / "fleurs_script"             # a loading-script dataset, as google/fleurs is on its main branch
+    scripted.mkdir(parents=True, exist_ok=True)
+    (scripted / "fleurs_script.py").write_text("import datasets\n\n\nclass Fleurs(datasets.GeneratorBasedBuilder):\n    pass\n")
+    return {"voxpopuli": vox, "librispeech": libri.parent, "fleurs": fleurs, "fleurs_parquet_conversion": converted,
+            "fleurs_script": scripted}
 
 
 def tiny_params(paths: dict, **overrides):
@@ -229,6 +237,7 @@ def tiny_params(paths: dict, **overrides):
     return RunParams.from_dict({**dict(
         run_name="qwen3-tiny", backend="qwen3", model_id_or_path=str(paths["tts"]), device="cpu", dtype="float64",
         voxpopuli_id=str(paths["voxpopuli"]), librispeech_id=str(paths["librispeech"]), fleurs_id=str(paths["fleurs"]),
+        voxpopuli_revision="", voxpopuli_data_dir="", fleurs_revision="", fleurs_data_dir="",      # local hub layouts
         whisper_id=str(paths["whisper"]), languages=["en", "ja"], train_samples=8, validation_samples=4,
         calibration_samples=3, eval_samples_per_language=1, extraction_batch_size=4, tree_sizes=[4, 16],
         tree_size=16), **overrides})

@@ -36,8 +36,9 @@ STAGE_FIELDS = {
     "evaluation": ("tree_size",),
     "wer": ("wer_seeds",),
 }
-QWEN3_DATA_FIELDS = ("speaker", "voxpopuli_id", "voxpopuli_config", "voxpopuli_split", "librispeech_id",
-                     "librispeech_config", "librispeech_split", "fleurs_id", "fleurs_split", "max_utterance_seconds", "whisper_id")
+QWEN3_DATA_FIELDS = ("speaker", "max_utterance_seconds", "whisper_id") + tuple(
+    f"{d}_{k}" for d in ("voxpopuli", "librispeech", "fleurs") for k in ("id", "config", "split", "revision", "data_dir")
+    if (d, k) != ("fleurs", "config"))
 CALIBRATION_SEED = 10_000            # calibration synthesis seeds: P.seed + CALIBRATION_SEED + index
 WER_SEED_STRIDE = 1_000              # WER seed s of sample i: P.seed + s * WER_SEED_STRIDE + i
 
