@@ -24,6 +24,7 @@ SPEAKERS = ("ryan", "anna")
 TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tts_pad>", "<tts_bos>", "<tts_eos>"]
 WORDS = "the a cat dog sat ran on mat red blue big small house tree sun moon one two".split()
 FLEURS = {"en": "en_us", "de": "de_de", "es": "es_419", "ru": "ru_ru", "ja": "ja_jp", "zh": "cmn_hans_cn"}
+SPELLING = {"colour": "color", "colours": "colors", "favourite": "favorite"}   # a few entries of Whisper's english.json
 GENERATE_DEFAULTS = dict(do_sample=True, top_k=50, top_p=1.0, temperature=0.9, repetition_penalty=1.05,
                          subtalker_dosample=True, subtalker_top_k=50, subtalker_top_p=1.0,
                          subtalker_temperature=0.9, max_new_tokens=8192)
@@ -145,7 +146,8 @@ def save_speech_tokenizer(folder: Path, speech_tokenizer) -> None:
 
 
 def build_tiny_whisper(folder: Path, seed: int = 0) -> Path:
-    """A random multilingual Whisper (byte-level vocabulary plus Whisper's special tokens) with its processor."""
+    """A random multilingual Whisper (byte-level vocabulary plus Whisper's special tokens) with its processor and an
+    English spelling map (normalizer.json, as real checkpoints ship Whisper's english.json)."""
     from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
                               WhisperForConditionalGeneration, WhisperProcessor, WhisperTokenizer)
     from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
@@ -154,11 +156,13 @@ def build_tiny_whisper(folder: Path, seed: int = 0) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "vocab.json").write_text(json.dumps({c: i for i, c in enumerate(bytes_to_unicode().values())}))
     (folder / "merges.txt").write_text("#version: 0.2\n")
+    (folder / "normalizer.json").write_text(json.dumps(SPELLING))
     langs = ["en", "de", "es", "ru", "ja", "zh"]
     specials = (["<|endoftext|>", "<|startoftranscript|>"] + [f"<|{x}|>" for x in langs]
                 + ["<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>",
                    "<|notimestamps|>"])
-    tokenizer = WhisperTokenizer(folder / "vocab.json", folder / "merges.txt", unk_token="<|endoftext|>",
+    tokenizer = WhisperTokenizer(folder / "vocab.json", folder / "merges.txt", normalizer_file=folder / "normalizer.json",
+                                 unk_token="<|endoftext|>",
                                  bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<|endoftext|>")
     tokenizer.add_special_tokens({"additional_special_tokens": specials[1:]})
     tid = tokenizer.convert_tokens_to_ids
