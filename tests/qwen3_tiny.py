@@ -24,6 +24,7 @@ SPEAKERS = ("ryan", "anna")
 TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tts_pad>", "<tts_bos>", "<tts_eos>"]
 WORDS = "the a cat dog sat ran on mat red blue big small house tree sun moon one two".split()
 FLEURS = {"en": "en_us", "de": "de_de", "es": "es_419", "ru": "ru_ru", "ja": "ja_jp", "zh": "cmn_hans_cn"}
+SPELLING = {"colour": "color", "colours": "colors", "favourite": "favorite"}   # a few entries of Whisper's english.json
 GENERATE_DEFAULTS = dict(do_sample=True, top_k=50, top_p=1.0, temperature=0.9, repetition_penalty=1.05,
                          subtalker_dosample=True, subtalker_top_k=50, subtalker_top_p=1.0,
                          subtalker_temperature=0.9, max_new_tokens=8192)
@@ -47,7 +48,6 @@ def _text_tokenizer():
 def _speech_tokenizer(seed: int):
     """The official 12 Hz tokenizer (Mimi encoder, Qwen decoder) at tiny size, random codebooks."""
     from qwen_tts.core.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Config
-    from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Model
 
     enc = dict(hidden_size=16, num_filters=4, num_hidden_layers=1, intermediate_size=32, num_attention_heads=2,
                num_key_value_heads=2, codebook_size=CODEC, codebook_dim=8, vector_quantization_hidden_dimension=8,
@@ -55,8 +55,15 @@ def _speech_tokenizer(seed: int):
     dec = dict(codebook_size=CODEC, hidden_size=16, latent_dim=16, codebook_dim=16, num_attention_heads=2,
                num_key_value_heads=2, head_dim=8, intermediate_size=32, num_hidden_layers=1, num_quantizers=16,
                decoder_dim=32, vector_quantization_hidden_dimension=8)
+    return random_speech_tokenizer(Qwen3TTSTokenizerV2Config(encoder_config=enc, decoder_config=dec), seed)
+
+
+def random_speech_tokenizer(config, seed: int):
+    """The official 12 Hz tokenizer model of a `Qwen3TTSTokenizerV2Config`, random weights and codebooks."""
+    from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Model
+
     torch.manual_seed(seed)
-    model = Qwen3TTSTokenizerV2Model(Qwen3TTSTokenizerV2Config(encoder_config=enc, decoder_config=dec)).eval()
+    model = Qwen3TTSTokenizerV2Model(config).eval()
     with torch.no_grad():                   # codebooks start at zero: every frame would get code 0
         for name, t in list(model.named_parameters()) + list(model.named_buffers()):
             if name.endswith(("embed_sum", "embedding_sum")):
@@ -92,29 +99,55 @@ def _tts_config(tokenizer, talker_hidden: int = 32, predictor_hidden: int = 32, 
 
 def build_tiny_tts(folder: Path, seed: int = 0, logit_scale: float = 20.0) -> Path:
     """A random CustomVoice checkpoint folder, laid out like Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice."""
-    from qwen_tts.core.models import Qwen3TTSForConditionalGeneration, Qwen3TTSProcessor
-    from transformers import EncodecFeatureExtractor
+    from qwen_tts.core.models import Qwen3TTSForConditionalGeneration
 
     folder = Path(folder)
     tokenizer = _text_tokenizer()
     torch.manual_seed(seed)
     model = Qwen3TTSForConditionalGeneration(_tts_config(tokenizer)).eval()
-    with torch.no_grad():                   # peaked code-predictor targets, so that drafts can be accepted
-        for head in model.talker.code_predictor.lm_head:
-            head.weight.mul_(logit_scale)
-    model.save_pretrained(folder)
-    config = json.loads((folder / "config.json").read_text())
-    config["speaker_encoder_config"].pop("model_type")      # the official config class takes no model_type
-    (folder / "config.json").write_text(json.dumps(config, indent=2))
-    Qwen3TTSProcessor(tokenizer=tokenizer).save_pretrained(folder)
-    (folder / "generation_config.json").write_text(json.dumps(GENERATE_DEFAULTS))
-    _speech_tokenizer(seed).save_pretrained(folder / "speech_tokenizer")
-    EncodecFeatureExtractor(feature_size=1, sampling_rate=24000).save_pretrained(folder / "speech_tokenizer")
+    sharpen_code_predictor(model, logit_scale)
+    save_tts(folder, model, tokenizer)
+    save_speech_tokenizer(folder, _speech_tokenizer(seed))
     return folder
 
 
+def sharpen_code_predictor(model, logit_scale: float) -> None:
+    """Peaked code-predictor targets (its heads scaled), so that drafts can be accepted."""
+    with torch.no_grad():
+        for head in model.talker.code_predictor.lm_head:
+            head.weight.mul_(logit_scale)
+
+
+def save_tts(folder: Path, model, tokenizer, generation: dict = GENERATE_DEFAULTS,
+             speaker_encoder_config: bool = True) -> None:
+    """The model, its processor and generation defaults as a checkpoint folder (the speech tokenizer: below).
+
+    qwen_tts 0.1.1 cannot read back its own config.json: `speaker_encoder_config` is saved with a `model_type`
+    its config class does not take. It is dropped (the key, or the whole entry as in a CustomVoice config.json)."""
+    from qwen_tts.core.models import Qwen3TTSProcessor
+
+    model.save_pretrained(folder)
+    config = json.loads((Path(folder) / "config.json").read_text())
+    if speaker_encoder_config:
+        config["speaker_encoder_config"].pop("model_type")
+    else:
+        config.pop("speaker_encoder_config")
+    (Path(folder) / "config.json").write_text(json.dumps(config, indent=2))
+    Qwen3TTSProcessor(tokenizer=tokenizer).save_pretrained(folder)
+    (Path(folder) / "generation_config.json").write_text(json.dumps(generation))
+
+
+def save_speech_tokenizer(folder: Path, speech_tokenizer) -> None:
+    """The 12 Hz speech tokenizer and its feature extractor under `folder`/speech_tokenizer."""
+    from transformers import EncodecFeatureExtractor
+
+    speech_tokenizer.save_pretrained(Path(folder) / "speech_tokenizer")
+    EncodecFeatureExtractor(feature_size=1, sampling_rate=24000).save_pretrained(Path(folder) / "speech_tokenizer")
+
+
 def build_tiny_whisper(folder: Path, seed: int = 0) -> Path:
-    """A random multilingual Whisper (byte-level vocabulary plus Whisper's special tokens) with its processor."""
+    """A random multilingual Whisper (byte-level vocabulary plus Whisper's special tokens) with its processor and an
+    English spelling map (normalizer.json, as real checkpoints ship Whisper's english.json)."""
     from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
                               WhisperForConditionalGeneration, WhisperProcessor, WhisperTokenizer)
     from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
@@ -123,11 +156,13 @@ def build_tiny_whisper(folder: Path, seed: int = 0) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "vocab.json").write_text(json.dumps({c: i for i, c in enumerate(bytes_to_unicode().values())}))
     (folder / "merges.txt").write_text("#version: 0.2\n")
+    (folder / "normalizer.json").write_text(json.dumps(SPELLING))
     langs = ["en", "de", "es", "ru", "ja", "zh"]
     specials = (["<|endoftext|>", "<|startoftranscript|>"] + [f"<|{x}|>" for x in langs]
                 + ["<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>",
                    "<|notimestamps|>"])
-    tokenizer = WhisperTokenizer(folder / "vocab.json", folder / "merges.txt", unk_token="<|endoftext|>",
+    tokenizer = WhisperTokenizer(folder / "vocab.json", folder / "merges.txt", normalizer_file=folder / "normalizer.json",
+                                 unk_token="<|endoftext|>",
                                  bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<|endoftext|>")
     tokenizer.add_special_tokens({"additional_special_tokens": specials[1:]})
     tid = tokenizer.convert_tokens_to_ids
@@ -162,17 +197,19 @@ def _rows(n: int, rng: np.random.Generator, text_column: str, prefix: str) -> di
             "audio": [{"bytes": _wav(rng.uniform(0.6, 1.4), rng), "path": f"{prefix}{i}.wav"} for i in range(n)]}
 
 
-def _hub_layout(root: Path, splits: dict[tuple[str, str], dict]) -> Path:
-    """Parquet files per config and split with a README listing the configs, as converted hub datasets are."""
+def _hub_layout(root: Path, splits: dict[tuple[str, str], dict], conversion: bool = False) -> Path:
+    """Parquet files per config and split with a README listing the configs, as parquet hub datasets are; or
+    (`conversion`) as the hub's parquet conversion (refs/convert/parquet) is: <config>/<split>/0000.parquet, no README."""
     from datasets import Audio, Dataset
 
     lines = ["---", "configs:"]
     for (config, split), rows in splits.items():
-        (root / config).mkdir(parents=True, exist_ok=True)
-        ds = Dataset.from_dict(rows).cast_column("audio", Audio(sampling_rate=16000))
-        ds.to_parquet(str(root / config / f"{split}-00000-of-00001.parquet"))
+        file = root / config / split / "0000.parquet" if conversion else root / config / f"{split}-00000-of-00001.parquet"
+        file.parent.mkdir(parents=True, exist_ok=True)
+        Dataset.from_dict(rows).cast_column("audio", Audio(sampling_rate=16000)).to_parquet(str(file))
         lines += [f"- config_name: {config}", "  data_files:", f"  - split: {split}", f"    path: {config}/{split}-*.parquet"]
-    (root / "README.md").write_text("\n".join(lines + ["---", ""]))
+    if not conversion:
+        (root / "README.md").write_text("\n".join(lines + ["---", ""]))
     return root
 
 
@@ -187,8 +224,14 @@ def build_tiny_datasets(root: Path, seed: int = 0) -> dict[str, Path]:
     rows = _rows(4, rng, "text", "libri")
     rows["text"] = [t.upper() for t in rows["text"]]
     DatasetDict({"test": Dataset.from_dict(rows).cast_column("audio", Audio(sampling_rate=16000))}).save_to_disk(str(libri))
-    fleurs = _hub_layout(root / "fleurs", {(c, "test"): _rows(2, rng, "raw_transcription", c) for c in FLEURS.values()})
-    return {"voxpopuli": vox, "librispeech": libri.parent, "fleurs": fleurs}
+    fleurs_rows = {(c, "train"): _rows(2, rng, "raw_transcription", c) for c in FLEURS.values()}
+    fleurs = _hub_layout(root / "fleurs", fleurs_rows)
+    converted = _hub_layout(root / "fleurs_parquet_conversion", fleurs_rows, conversion=True)
+    scripted = root / "fleurs_script"             # a loading-script dataset, as google/fleurs is on its main branch
+    scripted.mkdir(parents=True, exist_ok=True)
+    (scripted / "fleurs_script.py").write_text("import datasets\n\n\nclass Fleurs(datasets.GeneratorBasedBuilder):\n    pass\n")
+    return {"voxpopuli": vox, "librispeech": libri.parent, "fleurs": fleurs, "fleurs_parquet_conversion": converted,
+            "fleurs_script": scripted}
 
 
 def tiny_params(paths: dict, **overrides):
@@ -198,6 +241,7 @@ def tiny_params(paths: dict, **overrides):
     return RunParams.from_dict({**dict(
         run_name="qwen3-tiny", backend="qwen3", model_id_or_path=str(paths["tts"]), device="cpu", dtype="float64",
         voxpopuli_id=str(paths["voxpopuli"]), librispeech_id=str(paths["librispeech"]), fleurs_id=str(paths["fleurs"]),
+        voxpopuli_revision="", voxpopuli_data_dir="", fleurs_revision="", fleurs_data_dir="",      # local hub layouts
         whisper_id=str(paths["whisper"]), languages=["en", "ja"], train_samples=8, validation_samples=4,
         calibration_samples=3, eval_samples_per_language=1, extraction_batch_size=4, tree_sizes=[4, 16],
         tree_size=16), **overrides})

@@ -17,6 +17,7 @@ from helpers.method.decoding import SpeculativeDecoder
 from helpers.method.drafters import PositionOffsets, ReusedHeads
 from helpers.experiment.params import ParamsError
 from helpers.backends.qwen3.backend import Qwen3Backend
+from helpers.backends.qwen3.data import load_records
 from helpers.experiment.stages import load_backend, qwen3_data
 from helpers.method.sampling import SamplerConfig
 from helpers.method.training import TrainConfig, train_drafter
@@ -132,3 +133,22 @@ def test_quick_cuda_script_refuses_without_cuda():
     spec.loader.exec_module(script)
     with pytest.raises(SystemExit, match="CUDA is not available here"):
         script.main([])
+
+
+def test_the_parquet_conversion_layout_reads_like_the_hub_layout(qwen3_tiny):
+    """FLEURS as refs/convert/parquet lays it out (<config>/<split>/0000.parquet, no README), through fleurs_data_dir:
+    the same utterances as the hub layout with configs."""
+    def records(**kw):
+        return [(r.id, r.lang, r.text, r.audio) for r in load_records(qwen3_data(tiny_params(qwen3_tiny, **kw)), "evaluation")]
+
+    converted = records(fleurs_id=str(qwen3_tiny["fleurs_parquet_conversion"]), fleurs_data_dir="{config}")
+    assert converted == records() and {lang for _, lang, _, _ in converted} == {"en", "ja"}
+
+
+def test_a_loading_script_dataset_names_the_parameters_to_set(qwen3_tiny):
+    P = qwen3_data(tiny_params(qwen3_tiny, fleurs_id=str(qwen3_tiny["fleurs_script"])))
+    with pytest.raises(ValueError, match=r"is a dataset loading script, which datasets 4\.5\.0 no longer runs.*"
+                                         r"set fleurs_revision: refs/convert/parquet and fleurs_data_dir: '\{config\}'"):
+        load_records(P, "evaluation")
+    with pytest.raises(ParamsError, match="fleurs_data_dir='{lang}': a folder, where only '{config}' may be replaced"):
+        tiny_params(qwen3_tiny, fleurs_data_dir="{lang}")

@@ -13,7 +13,7 @@ import yaml
 from drafting import TREES, random_drafters
 from helpers.artifacts import load_json, load_tensors
 from helpers.method.decoding import SpeculativeDecoder
-from helpers.backends.qwen3.asr import error_rate
+from helpers.backends.text import TextNormalizer, error_rate
 from helpers.experiment.shards import error_rates, evaluate_shard, extract_shard, launcher_shard, main, merge_shards, shard_of
 from helpers.method.sampling import SamplerConfig
 from qwen3_tiny import tiny_params
@@ -79,7 +79,7 @@ def test_error_rates_summarise_seeds_per_language_and_system():
     row = dict(lang="en", system="ar", frames=10, tokens=150, calls=150, reference="the cat sat")
     rows = [{**row, "seed": 0, "transcript": "the cat sat"}, {**row, "seed": 1, "transcript": "the cat"},
             {**row, "system": "offsets", "seed": 0, "calls": 60, "transcript": "a cat sat"}]
-    summary = error_rates(rows, error_rate)
+    summary = error_rates(rows, lambda refs, hyps, lang: error_rate(refs, hyps, lang, TextNormalizer()))
     assert summary[0] == dict(lang="en", system="ar", seeds=2, error_rate=pytest.approx(1 / 6),
                               error_rate_std=pytest.approx((2 * (1 / 6) ** 2) ** 0.5), tokens_per_step=1.0)
     assert summary[1]["seeds"] == 1 and summary[1]["tokens_per_step"] == 2.5

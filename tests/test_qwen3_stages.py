@@ -38,9 +38,38 @@ def test_stages_run_end_to_end_on_the_qwen3_backend(P):
 
 def test_stage_artifacts_are_reused(P):
     folders = sorted(p.name for p in (P.run_dir / "artifacts").iterdir())
-    assert [f.split("-")[0] for f in folders] == ["calibration", "data", "data", "drafters", "evaluation", "wer"]
+    assert [f.split("-")[0] for f in folders] == ["calibration", "data", "data", "drafters", "evaluation"] + [
+        "samples"] * 4 + ["wer"]
     stages._LOADED.clear()
     before = {p: p.stat().st_mtime for p in (P.run_dir / "artifacts").rglob("*") if p.is_file()}
     stages.evaluation(P)                                                   # loaded from disk, nothing rebuilt
     after = {p: p.stat().st_mtime for p in (P.run_dir / "artifacts").rglob("*") if p.is_file()}
     assert before == after
+
+
+def test_a_second_process_reads_the_saved_samples_not_the_datasets(P, qwen3_tiny, tmp_path):
+    """With every dataset folder moved away and the process's caches empty (a new notebook), the stages still load:
+    the samples come from the data stage's artifacts, equal to what the backend encoded."""
+    first = {role: stages.samples(P, role) for role in ("train", "validation", "calibration", "evaluation")}
+    table = stages.dataset_table(P)
+    moved = {k: tmp_path / k for k in ("voxpopuli", "librispeech", "fleurs")}
+    for k, dest in moved.items():
+        qwen3_tiny[k].rename(dest)
+    try:
+        stages._LOADED.clear()
+        stages._BACKENDS.clear()
+        with pytest.raises(Exception):
+            stages.backend(P).samples("train")                              # the datasets are really gone
+        for role, rows in first.items():
+            again = stages.samples(P, role)
+            assert [(s.id, s.lang, s.text, s.speaker, s.seconds) for s in again] == [
+                (s.id, s.lang, s.text, s.speaker, s.seconds) for s in rows]
+            assert all(torch.equal(a.codes, b.codes) and torch.equal(a.input_ids, b.input_ids)
+                       for a, b in zip(again, rows))
+        assert stages.dataset_table(P) == table
+        g, _, codes = stages.teacher_forced(P, "train")
+        assert g.shape[0] == codes.shape[0] > 0
+        assert stages.evaluation(P).frames_identical > 0
+    finally:
+        for k, dest in moved.items():
+            dest.rename(qwen3_tiny[k])

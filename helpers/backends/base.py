@@ -16,6 +16,7 @@ Teacher forcing and synthesis are the same for every backend (they only use the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -105,12 +106,13 @@ class Backend:
                           seed=seed, max_frames=self.max_frames(sample), non_streaming_mode=self.non_streaming_mode,
                           **self.talker_sampling)
 
-    def dataset_table(self, roles=ROLES) -> list[dict]:
-        """The paper's Table 1 shape, from the samples actually used: stage, dataset, language, samples, hours, frames."""
+    def dataset_table(self, samples_of: Callable[[str], list[Sample]] | None = None, roles=ROLES) -> list[dict]:
+        """The paper's Table 1 shape, from the samples actually used (`samples_of(role)`, default `self.samples`):
+        stage, dataset, language, samples, hours, frames."""
         rows = []
         for role in roles:
             by_lang: dict[str, list[Sample]] = {}
-            for s in self.samples(role):
+            for s in (samples_of or self.samples)(role):
                 by_lang.setdefault(s.lang, []).append(s)
             for lang, group in by_lang.items():
                 frames = sum(0 if s.codes is None else s.codes.shape[0] for s in group)

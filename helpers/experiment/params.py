@@ -88,16 +88,26 @@ class RunParams:
     # backend "qwen3": voice, data and ASR. A dataset id is a hub id or a local folder in the hub layout (parquet
     # files and a README listing the configs) or made by `save_to_disk` (<id>/<config>); FLEURS configs per language
     # are fixed (en_us, de_de, es_419, ru_ru, ja_jp, cmn_hans_cn). Utterances longer than max_utterance_seconds are skipped.
+    # *_revision / *_data_dir: a hub branch and a folder in it ("{config}" is replaced by the config name; with a
+    # folder no config name is passed). facebook/voxpopuli and google/fleurs are loading scripts, which datasets 4
+    # refuses: they are read from the hub's parquet conversion (refs/convert/parquet, <config>/<split>/*.parquet).
+    # openslr/librispeech_asr is parquet on its main branch. FLEURS: its train split, as the paper evaluates.
     # speaker: the CustomVoice speaker of every utterance ("" for none); whisper_id: any Whisper checkpoint.
     speaker: str = "ryan"
     voxpopuli_id: str = "facebook/voxpopuli"
     voxpopuli_config: str = "en"
     voxpopuli_split: str = "train"
+    voxpopuli_revision: str = "refs/convert/parquet"
+    voxpopuli_data_dir: str = "{config}"
     librispeech_id: str = "openslr/librispeech_asr"
     librispeech_config: str = "clean"
     librispeech_split: str = "test"
+    librispeech_revision: str = ""
+    librispeech_data_dir: str = ""
     fleurs_id: str = "google/fleurs"
-    fleurs_split: str = "test"
+    fleurs_split: str = "train"
+    fleurs_revision: str = "refs/convert/parquet"
+    fleurs_data_dir: str = "{config}"
     streaming: bool = True
     max_utterance_seconds: float = 20.0
     whisper_id: str = "openai/whisper-large-v3-turbo"
@@ -141,6 +151,10 @@ class RunParams:
         empty = [name for name in NON_EMPTY if not getattr(self, name).strip()]
         if empty:
             raise ParamsError(f"{', '.join(empty)}: give a hub id or a local folder, not an empty string")
+        for name in ("voxpopuli_data_dir", "librispeech_data_dir", "fleurs_data_dir"):
+            rest = getattr(self, name).replace("{config}", "")
+            if "{" in rest or "}" in rest:
+                raise ParamsError(f"{name}={getattr(self, name)!r}: a folder, where only '{{config}}' may be replaced")
         if not self.max_utterance_seconds > 0:
             raise ParamsError(f"max_utterance_seconds={self.max_utterance_seconds} must be > 0")
         if not 0 <= self.shard_index < self.num_shards:

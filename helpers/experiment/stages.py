@@ -36,8 +36,9 @@ STAGE_FIELDS = {
     "evaluation": ("tree_size",),
     "wer": ("wer_seeds",),
 }
-QWEN3_DATA_FIELDS = ("speaker", "voxpopuli_id", "voxpopuli_config", "voxpopuli_split", "librispeech_id",
-                     "librispeech_config", "librispeech_split", "fleurs_id", "fleurs_split", "max_utterance_seconds", "whisper_id")
+QWEN3_DATA_FIELDS = ("speaker", "max_utterance_seconds", "whisper_id") + tuple(
+    f"{d}_{k}" for d in ("voxpopuli", "librispeech", "fleurs") for k in ("id", "config", "split", "revision", "data_dir")
+    if (d, k) != ("fleurs", "config"))
 CALIBRATION_SEED = 10_000            # calibration synthesis seeds: P.seed + CALIBRATION_SEED + index
 WER_SEED_STRIDE = 1_000              # WER seed s of sample i: P.seed + s * WER_SEED_STRIDE + i
 
@@ -104,14 +105,43 @@ def main_drafter(P: RunParams) -> str:
     return "offsets" if "offsets" in P.drafters else P.drafters[-1]
 
 
-# -- data: teacher-forced (g, codes) for drafter training and validation ------------------------------
+# -- data: the encoded samples of every role, and teacher-forced (g, codes) ---------------------------
+SAMPLE_FIELDS = ("id", "lang", "text", "speaker", "seconds")
+
+
+def samples(P: RunParams, role: str) -> list[Sample]:
+    """The backend's samples of a role (text, input_ids [1, n + 8], codes [T, 16], ...), saved once per run: the
+    datasets are streamed and encoded by the first process that asks, every later one reads the artifact."""
+    b = backend(P)
+
+    def build(folder):
+        rows = b.samples(role)
+        tensors = {f"{i}.{k}": v for i, s in enumerate(rows) for k, v in (("input_ids", s.input_ids), ("codes", s.codes))
+                   if v is not None}
+        save_tensors(folder / "samples.safetensors", tensors)
+        save_json(folder / "samples.json", [{k: getattr(s, k) for k in SAMPLE_FIELDS} for s in rows])
+
+    def load(folder):
+        t, device = load_tensors(folder / "samples.safetensors"), b.model.device
+        return [Sample(**row, input_ids=t[f"{i}.input_ids"].to(device),
+                       codes=t[f"{i}.codes"].to(device) if f"{i}.codes" in t else None)
+                for i, row in enumerate(load_json(folder / "samples.json"))]
+
+    return _cached(P, "data", build, load, name=f"samples-{role}")
+
+
+def dataset_table(P: RunParams) -> list[dict]:
+    """The paper's Table 1 shape (stage, dataset, language, samples, hours, frames) of the run's saved samples."""
+    return backend(P).dataset_table(lambda role: samples(P, role))
+
+
 def teacher_forced(P: RunParams, role: str) -> tuple[torch.Tensor, TeacherForcedHidden, torch.Tensor]:
     """g [F, H_talker], h [F, 15, H] (computed per batch on indexing: h[idx], h[:]), codes [F, 16] over every
     frame of a role (train or validation)."""
     b = backend(P)
 
     def build(folder):
-        g, codes = b.teacher_forced(b.samples(role))
+        g, codes = b.teacher_forced(samples(P, role))
         save_tensors(folder / "teacher_forced.safetensors", {"g": g, "codes": codes})
 
     def load(folder):
@@ -178,7 +208,7 @@ def calibration(P: RunParams) -> Calibration:
     predictor, trained = b.predictor, drafters(P)
 
     def build(folder):
-        runs = [b.synthesize(s, "ar", seed=P.seed + CALIBRATION_SEED + i) for i, s in enumerate(b.samples("calibration"))]
+        runs = [b.synthesize(s, "ar", seed=P.seed + CALIBRATION_SEED + i) for i, s in enumerate(samples(P, "calibration"))]
         g = torch.cat([r.g for r in runs]).to(predictor.dtype)
         codes = torch.cat([r.codes for r in runs])
         h = predictor.teacher_forced_hidden(g, codes)
@@ -263,13 +293,13 @@ def compare_codes(a: list[Synthesis], b: list[Synthesis]) -> tuple[int, int]:
 
 def evaluation(P: RunParams) -> Evaluation:
     b = backend(P)
-    samples = b.samples("evaluation")
-    seeds = [P.seed + i for i in range(len(samples))]
+    rows = samples(P, "evaluation")
+    seeds = [P.seed + i for i in range(len(rows))]
 
     def build(folder):
-        ar = [b.synthesize(s, "ar", seed=seed) for s, seed in zip(samples, seeds)]
+        ar = [b.synthesize(s, "ar", seed=seed) for s, seed in zip(rows, seeds)]
         main = decoder(P, main_drafter(P), P.tree_size)
-        spec = [b.synthesize(s, main, seed=seed) for s, seed in zip(samples, seeds)]
+        spec = [b.synthesize(s, main, seed=seed) for s, seed in zip(rows, seeds)]
         compared, identical = compare_codes(ar, spec)
         replay = {}
         for kind in P.drafters:                       # the main drafter at every N, the others at tree_size
@@ -286,8 +316,8 @@ def evaluation(P: RunParams) -> Evaluation:
 
     def load(folder):
         e = load_json(folder / "evaluation.json")
-        return Evaluation(samples, _load_runs(folder / "ar.safetensors", len(samples)),
-                          _load_runs(folder / "spec.safetensors", len(samples)),
+        return Evaluation(rows, _load_runs(folder / "ar.safetensors", len(rows)),
+                          _load_runs(folder / "spec.safetensors", len(rows)),
                           e["frames_compared"], e["frames_identical"],
                           {k: {int(n): v for n, v in by_n.items()} for k, by_n in e["replay"].items()})
 
@@ -324,13 +354,13 @@ def wer(P: RunParams) -> dict:
     """Per language with an ASR: {"wer_ar": [per seed], "wer_spec": [per seed], "wer_codec": the ground-truth codes
     decoded (what the codec alone loses), "frames_compared", "frames_identical", "transcripts": first seed's}."""
     b = backend(P)
-    samples = b.samples("evaluation")
+    rows = samples(P, "evaluation")
 
     def build(folder):
         main = decoder(P, main_drafter(P), P.tree_size)
         result = {}
         for lang in b.languages:
-            group = [s for s in samples if s.lang == lang]
+            group = [s for s in rows if s.lang == lang]
             if not group or not b.has_asr(lang):
                 continue
             refs = [s.text for s in group]

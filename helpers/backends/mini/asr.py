@@ -1,32 +1,24 @@
 """Offline English ASR with pocketsphinx's bundled en-us model, and WER with jiwer.
 
 Audio at any rate is resampled to 16 kHz mono (scipy.signal.resample_poly) and decoded as
-one utterance. WER normalisation (applied to references and hypotheses alike): lowercase,
-integers 0..999999 spelled out as words, every character other than a letter, digit or
-in-word apostrophe becomes a space, whitespace collapsed.
+one utterance. WER after Whisper's English normaliser (helpers.backends.text), as the qwen3 backend
+scores, so that one normalisation serves the project; no spelling map: the corpus and
+pocketsphinx's dictionary are both American English.
 """
 from __future__ import annotations
 
-import re
 import threading
 from fractions import Fraction
 
 import numpy as np
 
-from helpers.backends.text import number_to_words
+from helpers.backends.text import TextNormalizer, error_rate
 
 ASR_RATE = 16000
 CMN = "batch"  # per-utterance cepstral mean: results do not depend on earlier calls
 _DECODER = None
 _LOCK = threading.Lock()
-
-def normalize(text: str) -> str:
-    """Lowercase, spell out integers, drop punctuation, collapse whitespace."""
-    text = text.lower()
-    text = re.sub(r"\d+", lambda m: f" {number_to_words(int(m.group()))} " if len(m.group()) <= 6 else m.group(), text)
-    text = re.sub(r"[^\w']+|_", " ", text)
-    text = re.sub(r"(?<!\w)'|'(?!\w)", " ", text)
-    return " ".join(text.split())
+ENGLISH = TextNormalizer()
 
 
 def _decoder():
@@ -69,13 +61,5 @@ def transcribe(audio: np.ndarray, sr: int) -> str:
 
 
 def wer(refs: list[str], hyps: list[str]) -> float:
-    """Corpus-level word error rate (total edits / total reference words) after :func:`normalize`."""
-    import jiwer
-
-    if len(refs) != len(hyps):
-        raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
-    r = [normalize(x) for x in refs]
-    h = [normalize(x) for x in hyps]
-    if not r or any(not x for x in r):
-        raise ValueError("every reference must contain at least one word")
-    return float(jiwer.wer(r, h))
+    """Corpus-level word error rate (total edits / total reference words), Whisper-normalised."""
+    return error_rate(refs, hyps, "en", ENGLISH)

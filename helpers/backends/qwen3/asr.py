@@ -1,66 +1,33 @@
-"""ASR for the `qwen3` backend: Whisper through `transformers` in a forced language, and error rates with jiwer.
+"""ASR for the `qwen3` backend: Whisper through `transformers` in a forced language, and its text normaliser.
 
     asr = WhisperASR("openai/whisper-large-v3-turbo", device="cuda", dtype=torch.float16)
     hyps = asr.transcribe([audio], rate=24000, lang="de")          # audio: mono float [n] at `rate`
-    error_rate(refs, hyps, "de")                                   # WER; CER for ja and zh
+    text.error_rate(refs, hyps, "de", whisper_normalizer(model_id))  # WER; CER for ja and zh
 
-Normalisation, in the spirit of Whisper's normalisers (our own, simpler): NFKC, lower case, bracketed
-spans dropped, punctuation and symbols become spaces. English also drops fillers (uh, um, ...), spells
-out numbers (1,250 -> one thousand two hundred fifty) and keeps in-word apostrophes. ja and zh are
-compared character by character with all spaces removed.
+Error rates use Whisper's own normalisers (helpers.backends.text) with the checkpoint's English spelling map
+(`normalizer.json`, Whisper's english.json, as WhisperTokenizer loads it).
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
-
 import numpy as np
 import torch
 
-from helpers.backends.languages import SPACELESS
-from helpers.backends.text import number_to_words
+from helpers.backends.text import TextNormalizer
 
 ASR_RATE = 16000
-FILLERS = {"uh", "um", "umm", "hmm", "mm", "mhm", "mmm", "er", "erm", "ah"}
 
 
-def _spell_numbers(text: str) -> str:
-    def spell(m: re.Match) -> str:
-        whole, _, frac = m.group().replace(",", "").partition(".")
-        if len(whole) > 6:
-            return m.group()
-        words = number_to_words(int(whole))
-        return f" {words} point {' '.join(number_to_words(int(d)) for d in frac)} " if frac else f" {words} "
-    return re.sub(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?", spell, text)
+def whisper_normalizer(model_id: str) -> TextNormalizer:
+    """The text normaliser of a Whisper checkpoint (hub id or folder): its English spelling map, from the tokenizer."""
+    from transformers import WhisperTokenizer
 
-
-def normalize(text: str, lang: str) -> str:
-    """Whisper-style normalised text (see the module docstring)."""
-    text = unicodedata.normalize("NFKC", text).lower()
-    text = re.sub(r"[<\[][^>\]]*[>\]]|\([^)]*\)", " ", text)
-    if lang == "en":
-        text = _spell_numbers(text.replace("%", " percent ").replace("&", " and "))
-    keep = "'" if lang == "en" else ""
-    text = "".join(" " if unicodedata.category(c)[0] in "PS" and c not in keep else c for c in text)
-    if lang == "en":
-        text = re.sub(r"(?<!\w)'|'(?!\w)", " ", text)
-        text = " ".join(w for w in text.split() if w not in FILLERS)
-    text = " ".join(text.split())
-    return text.replace(" ", "") if lang in SPACELESS else text
-
-
-def error_rate(refs: list[str], hyps: list[str], lang: str) -> float:
-    """Corpus WER (CER for ja, zh) after `normalize`: total edits / total reference words (characters)."""
-    import jiwer
-
-    if len(refs) != len(hyps):
-        raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
-    r = [normalize(x, lang) for x in refs]
-    h = [normalize(x, lang) for x in hyps]
-    if not r or any(not x for x in r):
-        raise ValueError("every reference must keep at least one word after normalisation")
-    return float(jiwer.cer(r, h) if lang in SPACELESS else jiwer.wer(r, h))
+    spelling = WhisperTokenizer.from_pretrained(model_id).english_spelling_normalizer
+    if not spelling:
+        raise ValueError(f"{model_id!r} ships no English spelling map (normalizer.json, Whisper's english.json), which "
+                         "Whisper's English normaliser needs; use a Whisper checkpoint that has it, such as "
+                         "openai/whisper-large-v3-turbo")
+    return TextNormalizer(spelling)
 
 
 class WhisperASR:

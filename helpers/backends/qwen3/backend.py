@@ -22,6 +22,7 @@ from helpers.backends.base import Backend, Sample
 from helpers.backends.languages import LANGUAGES as LANGUAGE_NAMES
 from helpers.backends.qwen3 import asr
 from helpers.backends.qwen3 import data
+from helpers.backends.text import error_rate
 
 TOKENIZER_12HZ = "qwen3_tts_tokenizer_12hz"
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -91,6 +92,7 @@ class Qwen3Backend(Backend):
         self._records: dict[str, list[data.Record]] = {}
         self._samples: dict[str, list[Sample]] = {}
         self._asr = None
+        self._normalizer = None
 
     @classmethod
     def load(cls, model_id_or_path: str, device: str = "auto", dtype: str = "bfloat16",
@@ -163,6 +165,8 @@ class Qwen3Backend(Backend):
         return self._asr.transcribe(audio, rate or self.sample_rate, lang)
 
     def error_rate(self, refs: list[str], hyps: list[str], lang: str) -> float:
-        """WER (CER for ja, zh) after Whisper-style normalisation."""
+        """WER (CER for ja, zh) after Whisper's normalisers with `whisper_id`'s spelling map (loaded on first use)."""
         self.language(lang)
-        return asr.error_rate(refs, hyps, lang)
+        if self._normalizer is None:
+            self._normalizer = asr.whisper_normalizer(self.whisper_id)
+        return error_rate(refs, hyps, lang, self._normalizer)
