@@ -22,6 +22,7 @@ from helpers.experiment.params import REPO_ROOT, ParamsError, RunParams, load_pa
     ({"run_name": "../x"}, r"run_name='../x': use letters"),
     ({"shard_index": 2, "num_shards": 2}, r"shard_index=2 must be in 0..num_shards-1"),
     ({"temperature": 0.0}, r"temperature > 0"),
+    ({"inner_loop_dtype": "float16"}, r"inner_loop_dtype='float16' is not allowed; allowed: same, float64, float32, bfloat16"),
 ])
 def test_bad_values_name_the_key_and_what_is_allowed(values, message):
     with pytest.raises(ParamsError, match=message):

@@ -4,12 +4,12 @@ what the stock one samples."""
 
 import numpy as np
 import torch
-from scipy.stats import chi2_contingency
 
 from drafting import TREES, random_drafters
 from helpers.method.decoding import SpeculativeDecoder
 from helpers.adapter.inner_loop import InnerLoop
 from helpers.method.sampling import SamplerConfig
+from helpers.method.parity import two_sample_p
 
 
 def test_speculative_generate_custom_voice_equals_ar(backend, qwen3_params):
@@ -44,21 +44,11 @@ def _first_frames(backend, n, seed, inner=None, **sampling) -> np.ndarray:
     return torch.stack([c[0] for c in codes]).numpy()
 
 
-def _p_value(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sample chi-square on categorical rows; categories with < 10 joint counts pooled."""
-    cats, inv = np.unique(np.concatenate([a, b]), return_inverse=True, axis=0)
-    inv = inv.ravel()
-    table = np.stack([np.bincount(inv[:len(a)], minlength=len(cats)), np.bincount(inv[len(a):], minlength=len(cats))])
-    rare = table.sum(0) < 10
-    table = np.concatenate([table[:, ~rare], table[:, rare].sum(1, keepdims=True)], axis=1)
-    return chi2_contingency(table[:, table.sum(0) > 0])[1]
-
-
 def test_switched_ar_matches_the_stock_inner_loop_in_distribution(backend):
     n = 1500
     stock = _first_frames(backend, n, seed=1)
     ours = _first_frames(backend, n, seed=2, inner="ar")
     hotter = _first_frames(backend, n, seed=3, inner="ar", subtalker_temperature=1.5)
     for cols in ([1], [2], [1, 2]):
-        assert _p_value(ours[:, cols], stock[:, cols]) > 1e-3, f"codes {cols} differ from the stock inner loop"
-    assert _p_value(hotter[:, [1, 2]], stock[:, [1, 2]]) < 1e-3, "the test cannot tell temperatures apart"
+        assert two_sample_p(ours[:, cols], stock[:, cols]) > 1e-3, f"codes {cols} differ from the stock inner loop"
+    assert two_sample_p(hotter[:, [1, 2]], stock[:, [1, 2]]) < 1e-3, "the test cannot tell temperatures apart"

@@ -39,7 +39,7 @@ def test_stages_run_end_to_end_on_the_qwen3_backend(P):
 def test_stage_artifacts_are_reused(P):
     folders = sorted(p.name for p in (P.run_dir / "artifacts").iterdir())
     assert [f.split("-")[0] for f in folders] == ["calibration", "data", "data", "drafters", "evaluation"] + [
-        "samples"] * 4 + ["wer"]
+        "samples"] * 4 + ["syntheses", "wer"]
     stages._LOADED.clear()
     before = {p: p.stat().st_mtime for p in (P.run_dir / "artifacts").rglob("*") if p.is_file()}
     stages.evaluation(P)                                                   # loaded from disk, nothing rebuilt

@@ -1,9 +1,7 @@
 """The shared sampler: same warpers as transformers, inverse-CDF draws, and the official sampler's distribution."""
 
-import numpy as np
 import pytest
 import torch
-from scipy.stats import chi2_contingency
 from transformers.generation.logits_process import (LogitsProcessorList, TemperatureLogitsWarper,
                                                     TopKLogitsWarper, TopPLogitsWarper)
 
@@ -12,6 +10,7 @@ from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import decode_frame_ar
 from helpers.method.sampling import SamplerConfig, frame_uniforms, sample, target_probs
 from helpers.adapter.tiny import build_tiny_talker
+from helpers.method.parity import two_sample_p
 
 
 @pytest.mark.parametrize("cfg", [SamplerConfig(), SamplerConfig(top_k=5, temperature=0.5),
@@ -47,17 +46,6 @@ def test_bad_sampler_settings_are_refused(kwargs, message):
         SamplerConfig(**kwargs)
 
 
-def _contingency_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sample chi-square on categorical samples; categories with < 10 joint counts pooled."""
-    cats, inv = np.unique(np.concatenate([a, b]), return_inverse=True, axis=0)
-    ia, ib = inv[:len(a)].ravel(), inv[len(a):].ravel()
-    table = np.stack([np.bincount(ia, minlength=len(cats)), np.bincount(ib, minlength=len(cats))])
-    rare = table.sum(0) < 10
-    table = np.concatenate([table[:, ~rare], table[:, rare].sum(1, keepdims=True)], axis=1)
-    table = table[:, table.sum(0) > 0]
-    return chi2_contingency(table)[1]
-
-
 def test_ar_sampler_matches_official_generate_in_distribution():
     spec = SPECS["h64"]
     talker = build_tiny_talker(spec, seed=3, dtype=torch.float64)
@@ -79,5 +67,5 @@ def test_ar_sampler_matches_official_generate_in_distribution():
 
     same, wrong = ours(cfg, 1), ours(SamplerConfig(top_k=5, temperature=1.3), 2)
     for cols in ([0], [1], [0, 1]):
-        assert _contingency_p(same[:, cols], official[:, cols]) > 1e-3, f"codes {cols} differ from official"
-    assert _contingency_p(wrong[:, [0, 1]], official[:, [0, 1]]) < 1e-3, "the test has no power"
+        assert two_sample_p(same[:, cols], official[:, cols]) > 1e-3, f"codes {cols} differ from official"
+    assert two_sample_p(wrong[:, [0, 1]], official[:, [0, 1]]) < 1e-3, "the test has no power"

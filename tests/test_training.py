@@ -60,3 +60,25 @@ def test_added_parameter_counts(data):
     assert ReusedHeads(cp).added_params == 0
     assert PositionOffsets(cp).added_params == 3 * cp.hidden_size
     assert MedusaHeads(cp).added_params == 15 * 3 * cp.hidden_size * cp.vocab_size
+
+
+def test_drafters_train_float32_masters_beside_a_bf16_code_predictor(data):
+    """Adam at lr 1e-3 on bf16 offsets of size 1 loses every update (half a bf16 step there is 2^-8): the masters
+    are float32, and training equals that of a float32 code predictor holding the same (bf16-valued) weights."""
+    _, g, _, _, codes, _ = data
+    talker = build_tiny_talker(SPEC, seed=0, dtype=torch.bfloat16)
+    bf16, fp32 = CodePredictor.from_talker(talker), CodePredictor.from_talker(talker, dtype=torch.float32)
+    assert fp32.official is not bf16.official and talker.code_predictor.lm_head[0].weight.dtype == torch.bfloat16
+    h = bf16.teacher_forced_hidden(g[:640], codes[:640])                        # [640, 15, H] bf16
+    cfg, start = TrainConfig(lr=1e-3, batch_size=32), torch.ones(3, SPEC.hidden_size)
+    trained = {}
+    for name, predictor, hidden in (("bf16", bf16, h), ("fp32", fp32, h.float())):
+        d = PositionOffsets(predictor, 3, offsets=start)
+        train_drafter(d, hidden, codes[:640], cfg, progress=False)
+        trained[name] = d
+    b = trained["bf16"].b
+    assert b.dtype == torch.float32 and MedusaHeads(bf16, 3).heads.dtype == torch.float32
+    assert torch.equal(b, trained["fp32"].b)                                     # the float32-master reference
+    moved = (b - start).abs()
+    assert moved.min() > 0 and moved.mean() > 0.25 * 20 * cfg.lr                # 20 Adam steps of about lr each
+    assert trained["bf16"].draft_logits(h[:4, 0], 1).dtype == torch.bfloat16     # cast where used

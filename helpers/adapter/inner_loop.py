@@ -60,8 +60,9 @@ class InnerLoop:
 
     def c0_from_embedding(self, e0: torch.Tensor) -> torch.Tensor:
         """The stock call passes E0(c0), not c0: recover c0 by exact row match. e0 [B, H] -> c0 [B]."""
-        table = self.predictor.c0_embedding.weight
-        match = (e0[:, None, :] == table[None]).all(-1)                  # [B, V0]
+        table = self.predictor.c0_embedding.weight                       # E0, or a copy of it in the inner loop's dtype
+        narrow = max((e0.dtype, table.dtype), key=lambda d: torch.finfo(d).eps)     # copies round back exactly
+        match = (e0[:, None, :].to(narrow) == table[None].to(narrow)).all(-1)       # [B, V0]
         if not bool((match.sum(-1) == 1).all()):
             raise ValueError("the code predictor's second input is not exactly one row of the talker's codec "
                              "embedding; the inner loop can only follow the official talker")

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.predictor import CodePredictor
 from helpers.adapter.inner_loop import InnerLoop
 
 
@@ -32,13 +33,15 @@ class Synthesis:
 @torch.no_grad()
 def synthesize(model: nn.Module, input_ids: torch.Tensor, language: str, speaker: str | None,
                decoder: SpeculativeDecoder | str = "ar", seed: int = 0, max_frames: int = 200,
-               non_streaming_mode: bool = False, **talker_sampling) -> Synthesis:
-    """One utterance. input_ids [1, n + 8] chat-formatted; talker_sampling: top_k, temperature, ... for c0."""
+               non_streaming_mode: bool = False, predictor: CodePredictor | None = None,
+               **talker_sampling) -> Synthesis:
+    """One utterance. input_ids [1, n + 8] chat-formatted; talker_sampling: top_k, temperature, ... for c0;
+    predictor: the AR inner loop's code predictor (default: the talker's own; a decoder brings its own)."""
     config = model.talker.generation_config
     if config.pad_token_id is None:              # what transformers would pick anyway, without its warning
         config.pad_token_id = model.config.talker_config.codec_eos_token_id
     torch.manual_seed(seed)
-    with InnerLoop(model.talker, decoder, seed=seed) as loop:
+    with InnerLoop(model.talker, decoder, seed=seed, predictor=predictor) as loop:
         codes, hidden = model.generate(input_ids=[input_ids], languages=[language], speakers=[speaker],
                                        non_streaming_mode=non_streaming_mode, max_new_tokens=max_frames,
                                        **talker_sampling)

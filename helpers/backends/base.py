@@ -53,9 +53,16 @@ class Backend:
     talker_sampling: dict = {}             # top_k, temperature, ... for c0 (the official generate's defaults if empty)
     frames_per_second: float = 12.5
 
+    inner_loop_dtype: torch.dtype | None = None   # the inner loop's dtype (code predictor, drafters); None: the model's
+    _predictor: CodePredictor | None = None
+
     @property
     def predictor(self) -> CodePredictor:
-        return CodePredictor.from_talker(self.model.talker)
+        """The inner loop every decoder runs: the official code predictor, or (where `inner_loop_dtype` differs from
+        the model's dtype) a copy of it and of E0 in that dtype, made once. The talker keeps the model's dtype."""
+        if self._predictor is None:
+            self._predictor = CodePredictor.from_talker(self.model.talker, dtype=self.inner_loop_dtype)
+        return self._predictor
 
     # -- data, audio and ASR: the backend's own -------------------------------------------------
     def samples(self, role: str) -> list[Sample]:
@@ -103,7 +110,7 @@ class Backend:
     def synthesize(self, sample: Sample, decoder="ar", seed: int = 0) -> Synthesis:
         """Free-running synthesis of one sample through the official generate (our inner loop in place)."""
         return synthesize(self.model, sample.input_ids, self.language(sample.lang), sample.speaker, decoder,
-                          seed=seed, max_frames=self.max_frames(sample), non_streaming_mode=self.non_streaming_mode,
+                          seed=seed, predictor=self.predictor, max_frames=self.max_frames(sample), non_streaming_mode=self.non_streaming_mode,
                           **self.talker_sampling)
 
     def dataset_table(self, samples_of: Callable[[str], list[Sample]] | None = None, roles=ROLES) -> list[dict]:

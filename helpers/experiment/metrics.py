@@ -4,9 +4,11 @@ Sections (dotted keys):
     run.{params, seeds, versions, device, git_revision, wall_s.<notebook>}
     data.table                                              (Table 1 rows)
     drafters.<reused|offsets|medusa>.{tokens_per_step, added_params, ...}
-    languages.<code>.{tokens_per_step_ar, tokens_per_step_spec, wer_ar, wer_spec}   (wer null without an ASR)
+    languages.<code>.{tokens_per_step_ar, tokens_per_step_spec, wer_ar, wer_spec, identical_fraction, parity_p}
+                                                            (wer, identical_fraction, parity_p null without an ASR)
     tree.<N>.{expected_tokens_per_step, measured_tokens_per_step}
-    lossless.{frames_compared, frames_identical}
+    lossless.{frames_compared, frames_identical, identical_fraction, first_difference, onset, exact, inner_loop_dtype,
+              parity.{p_values, samples, alpha, p_min_adjusted, rejected}}      (`helpers.method.parity`)
     latency.<device>.<N>.{call_ms_p50, overhead, tokens_per_step, realised_speedup, measured_speedup}
     latency.<device>.profile                                (`profile.round_profile`: where a round's time goes)
 """
@@ -78,7 +80,8 @@ def run_info(P: RunParams) -> dict:
 def required_keys(P: RunParams) -> list[str]:
     """The dotted keys a complete run of notebooks 00-05 must have written."""
     keys = ["run.params", "run.seeds", "run.versions", "run.device", "run.git_revision", "run.wall_s",
-            "lossless.frames_compared", "lossless.frames_identical", "data.table"]
+            "lossless.frames_compared", "lossless.frames_identical", "lossless.identical_fraction", "lossless.exact",
+            "lossless.parity.p_min_adjusted", "data.table"]
     keys += [f"drafters.{k}.{f}" for k in P.drafters for f in ("tokens_per_step", "added_params")]
     keys += [f"languages.{c}.{f}" for c in P.languages
              for f in ("tokens_per_step_ar", "tokens_per_step_spec", "wer_ar", "wer_spec")]

@@ -27,6 +27,7 @@ CHOICES = {
     "device": ("cpu", "cuda", "auto"),
     "dtype": ("float64", "float32", "bfloat16", "float16"),
     "attn_implementation": ("eager", "sdpa", "flash_attention_2"),
+    "inner_loop_dtype": ("same", "float64", "float32", "bfloat16"),
 }
 ITEM_CHOICES = {"languages": LANGUAGE_CODES, "drafters": DRAFTER_KINDS}
 POSITIVE = {"train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language", "depth",
@@ -58,6 +59,11 @@ class RunParams:
     device: str = "cpu"
     dtype: str = "float64"
     attn_implementation: str = "eager"
+    # the inner loop (code predictor and drafters) runs in its own dtype beside the talker's `dtype`: "same" (= dtype),
+    # "float64" (AR and speculative codes identical, frame for frame, checked), or "float32" / "bfloat16" (deployment:
+    # tree and sequential calls round differently, so codes agree on most frames, not all; the run reports the
+    # identical fraction and a per-position parity test of the code distributions instead)
+    inner_loop_dtype: str = "same"
     seed: int = 0
     # data: utterances per role (train/validation: drafter training; calibration: trees; evaluation per language)
     languages: list[str] = field(default_factory=lambda: list(LANGUAGE_CODES))
@@ -172,6 +178,16 @@ class RunParams:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def inner_dtype(self) -> str:
+        """The inner loop's dtype: `inner_loop_dtype`, or `dtype` where that is "same"."""
+        return self.dtype if self.inner_loop_dtype == "same" else self.inner_loop_dtype
+
+    @property
+    def exact(self) -> bool:
+        """Whether AR and speculative codes must be identical (a float64 inner loop) or agree in distribution."""
+        return self.inner_dtype == "float64"
 
     @property
     def run_dir(self) -> Path:

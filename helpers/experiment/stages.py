@@ -10,7 +10,6 @@ runs on its own (it builds what it needs) and re-running a notebook costs nothin
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, fields as dataclass_fields
 import torch
 
@@ -22,6 +21,7 @@ from helpers.method.ceiling import drafter_ceiling, target_sharpness
 from helpers.method.decoding import SpeculativeDecoder
 from helpers.method.drafters import Drafter, make_drafter
 from helpers.experiment.params import RunParams
+from helpers.method.parity import CodeParity, FrameComparison, code_parity, compare_frames
 from helpers.method.replay import replay_calls
 from helpers.method.sampling import SamplerConfig
 from helpers.adapter.synthesis import Synthesis
@@ -31,7 +31,7 @@ from helpers.method.tree import SparseTree
 STAGE_FIELDS = {
     "data": ("backend", "mini_preset", "mini_build_seed", "model_id_or_path", "dtype", "attn_implementation", "seed", "languages",
              "train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language"),
-    "drafters": ("depth", "drafters", "drafter_epochs", "drafter_lr", "drafter_batch_size", "acceptance_width"),
+    "drafters": ("inner_loop_dtype", "depth", "drafters", "drafter_epochs", "drafter_lr", "drafter_batch_size", "acceptance_width"),
     "calibration": ("top_k", "top_p", "temperature", "tree_sizes", "ceiling_frames"),
     "evaluation": ("tree_size",),
     "wer": ("wer_seeds",),
@@ -69,11 +69,13 @@ def load_backend(P: RunParams) -> Backend:
     sampling = dict(top_k=P.top_k, top_p=P.top_p, temperature=P.temperature)
     if P.backend == "mini":
         from helpers.backends.mini.backend import MiniBackend
-        return MiniBackend.load(P.cache_dir, P.mini_preset, P.languages, P.device, P.dtype, seed=P.mini_build_seed,
+        return MiniBackend.load(P.cache_dir, P.mini_preset, P.languages, P.device, P.dtype, P.inner_loop_dtype,
+                                seed=P.mini_build_seed,
                                 train=P.train_samples, validation=P.validation_samples,
                                 calibration=P.calibration_samples, evaluation=P.eval_samples_per_language, **sampling)
     from helpers.backends.qwen3.backend import Qwen3Backend
     return Qwen3Backend.load(P.model_id_or_path, P.device, P.dtype, P.attn_implementation, data=qwen3_data(P),
+                             inner_loop_dtype=P.inner_loop_dtype,
                              speaker=P.speaker, whisper_id=P.whisper_id, asr_batch_size=P.asr_batch_size, **sampling)
 
 
@@ -89,7 +91,7 @@ _BACKENDS: dict[str, Backend] = {}
 
 def backend(P: RunParams) -> Backend:
     """The run's backend, loaded once per process for the same data, device and sampling parameters."""
-    key = params_key([stage_params(P, "data"), P.device, P.top_k, P.top_p, P.temperature])
+    key = params_key([stage_params(P, "data"), P.device, P.inner_loop_dtype, P.top_k, P.top_p, P.temperature])
     if key not in _BACKENDS:
         _BACKENDS.clear()                          # one model in memory at a time
         _BACKENDS[key] = load_backend(P)
@@ -183,7 +185,7 @@ def drafters(P: RunParams, progress: bool = True) -> TrainedDrafters:
             d = make_drafter(kind, predictor, P.depth)
             if (folder / f"{kind}.safetensors").exists():
                 d.load_state_dict(load_tensors(folder / f"{kind}.safetensors"))
-            out[kind] = d.to(predictor.dtype)
+            out[kind] = d                                  # parameters stay in their master dtype
         h = load_json(folder / "history.json")
         return TrainedDrafters(out, h["loss_history"], h["validation"])
 
@@ -241,16 +243,28 @@ def decoder(P: RunParams, kind: str, n: int) -> SpeculativeDecoder:
     return SpeculativeDecoder(b.predictor, drafters(P).drafters[kind], calibration(P).trees[kind][n], sampler(P))
 
 
-def deployed(P: RunParams) -> tuple[CodePredictor, Drafter]:
-    """The code predictor and main drafter as a device runs them (timing, export): the run's own, or float32
-    copies when the run is float64 (float64 is for exact comparisons; no deployment runs it)."""
+def inner_loop_in(P: RunParams, dtype: torch.dtype, device: torch.device | str | None = None) -> tuple[CodePredictor, Drafter]:
+    """The code predictor and main drafter in `dtype` on `device` (default: the model's): the run's own inner loop
+    where it already is so, else copies (the talker is never changed)."""
     b, d = backend(P), drafters(P).drafters[main_drafter(P)]
-    if b.predictor.dtype != torch.float64:
+    if b.predictor.dtype == dtype and (device is None or b.predictor.device.type == torch.device(device).type):
         return b.predictor, d
-    predictor = CodePredictor.from_talker(copy.deepcopy(b.model.talker).float())
+    predictor = CodePredictor.from_talker(b.model.talker, dtype=dtype, device=device)
     copied = make_drafter(d.kind, predictor, P.depth)
-    copied.load_state_dict({k: v.float() for k, v in d.state_dict().items()})
+    copied.load_state_dict(d.state_dict())                     # cast into the copy's own (master) dtype
     return predictor, copied
+
+
+def deployed(P: RunParams) -> tuple[CodePredictor, Drafter]:
+    """The code predictor and main drafter as a device runs them (timing): in the run's dtype on its device, float32
+    where the run is float64 (float64 is for exact comparisons; no deployment runs it), whatever the inner loop's."""
+    return inner_loop_in(P, torch.float32 if P.dtype == "float64" else getattr(torch, P.dtype))
+
+
+def exportable(P: RunParams) -> tuple[CodePredictor, Drafter]:
+    """CPU float32 copies of the code predictor and main drafter for Core ML (which computes in fp16 itself),
+    whatever the run's dtype and device."""
+    return inner_loop_in(P, torch.float32, "cpu")
 
 
 def recorded_frames(P: RunParams, count: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -265,10 +279,20 @@ class Evaluation:
     samples: list[Sample]
     ar: list[Synthesis]                            # AR synthesis per evaluation sample (seed P.seed + index)
     spec: list[Synthesis]                          # speculative (main drafter, N = tree_size), full official path
-    frames_compared: int
-    frames_identical: int
+    comparison: FrameComparison                    # frame for frame: identical fraction, where frames first differ
+    parity: CodeParity                             # per code position: AR vs speculative code histograms
     replay: dict[str, dict[int, float]]            # measured tokens/step (replayed inner loop): main drafter at
                                                    # every N, the others at tree_size
+    replay_mismatched: dict[str, dict[int, int]]   # replayed frames whose codes differ from the AR run's (0 if exact)
+    replay_matches_synthesis: bool | None          # replay's calls == the full path's (None: frames not identical)
+
+    @property
+    def frames_compared(self) -> int:
+        return self.comparison.frames_compared
+
+    @property
+    def frames_identical(self) -> int:
+        return self.comparison.frames_identical
 
 
 def _save_runs(path, runs: list[Synthesis]) -> None:
@@ -281,45 +305,63 @@ def _load_runs(path, count: int) -> list[Synthesis]:
     return [Synthesis(t[f"{i}.codes"], t[f"{i}.g"], t[f"{i}.calls"].tolist()) for i in range(count)]
 
 
-def compare_codes(a: list[Synthesis], b: list[Synthesis]) -> tuple[int, int]:
-    """(frames compared, frames identical) of two lists of syntheses, frame by frame (a longer one counts fully)."""
-    compared = identical = 0
-    for x, y in zip(a, b):
-        rows = min(len(x.codes), len(y.codes))
-        compared += max(len(x.codes), len(y.codes))
-        identical += int((x.codes[:rows] == y.codes[:rows]).all(-1).sum())
-    return compared, identical
+def compare_runs(a: list[Synthesis], b: list[Synthesis]) -> tuple[FrameComparison, CodeParity]:
+    """Frame for frame and in distribution per code position: two lists of syntheses of the same seeds."""
+    return (compare_frames([r.codes for r in a], [r.codes for r in b]),
+            code_parity(torch.cat([r.codes for r in a]), torch.cat([r.codes for r in b])))
 
 
-def evaluation(P: RunParams) -> Evaluation:
+def syntheses(P: RunParams) -> tuple[list[Synthesis], list[Synthesis]]:
+    """AR and speculative (main drafter, N = tree_size) synthesis of every evaluation sample, seed P.seed + index:
+    saved as they are, before anything is compared (the run's most expensive work is never lost to a check)."""
     b = backend(P)
     rows = samples(P, "evaluation")
     seeds = [P.seed + i for i in range(len(rows))]
 
     def build(folder):
         ar = [b.synthesize(s, "ar", seed=seed) for s, seed in zip(rows, seeds)]
+        _save_runs(folder / "ar.safetensors", ar)
         main = decoder(P, main_drafter(P), P.tree_size)
-        spec = [b.synthesize(s, main, seed=seed) for s, seed in zip(rows, seeds)]
-        compared, identical = compare_codes(ar, spec)
-        replay = {}
+        _save_runs(folder / "spec.safetensors", [b.synthesize(s, main, seed=seed) for s, seed in zip(rows, seeds)])
+
+    def load(folder):
+        return _load_runs(folder / "ar.safetensors", len(rows)), _load_runs(folder / "spec.safetensors", len(rows))
+
+    return _cached(P, "evaluation", build, load, name="syntheses")
+
+
+def evaluation(P: RunParams) -> Evaluation:
+    """The evaluation syntheses compared (frames, distribution) and replayed for every drafter and N. Never raises
+    on a differing frame: with an inexact inner loop (P.exact False) differences are counted; with a float64 one
+    the notebooks assert there are none (and replay raises on one, after the syntheses are saved)."""
+    b = backend(P)
+    rows = samples(P, "evaluation")
+    seeds = [P.seed + i for i in range(len(rows))]
+    ar, spec = syntheses(P)
+
+    def build(folder):
+        comparison, parity = compare_runs(ar, spec)
+        replay, mismatched, matches = {}, {}, None
         for kind in P.drafters:                       # the main drafter at every N, the others at tree_size
             for n in P.tree_sizes if kind == main_drafter(P) else [P.tree_size]:
-                calls = replay_calls(decoder(P, kind, n), ar, seeds)
-                if (kind, n) == (main_drafter(P), P.tree_size) and identical == compared:
-                    if calls != [r.calls for r in spec]:
-                        raise RuntimeError("replayed inner loop differs from the full synthesis path")
-                replay.setdefault(kind, {})[n] = b.predictor.num_codes * sum(map(len, calls)) / sum(map(sum, calls))
-        _save_runs(folder / "ar.safetensors", ar)
-        _save_runs(folder / "spec.safetensors", spec)
-        save_json(folder / "evaluation.json", {"frames_compared": compared, "frames_identical": identical,
-                                               "replay": replay})
+                r = replay_calls(decoder(P, kind, n), ar, seeds, strict=P.exact)
+                if (kind, n) == (main_drafter(P), P.tree_size) and comparison.identical_fraction == 1.0:
+                    matches = r.calls == [s.calls for s in spec]
+                replay.setdefault(kind, {})[n] = b.predictor.num_codes * r.frames / sum(map(sum, r.calls))
+                mismatched.setdefault(kind, {})[n] = r.mismatched
+        save_json(folder / "evaluation.json", {"comparison": comparison.to_dict(), "parity": parity.to_dict(),
+                                               "replay": replay, "replay_mismatched": mismatched,
+                                               "replay_matches_synthesis": matches})
 
     def load(folder):
         e = load_json(folder / "evaluation.json")
-        return Evaluation(rows, _load_runs(folder / "ar.safetensors", len(rows)),
-                          _load_runs(folder / "spec.safetensors", len(rows)),
-                          e["frames_compared"], e["frames_identical"],
-                          {k: {int(n): v for n, v in by_n.items()} for k, by_n in e["replay"].items()})
+        c, par = e["comparison"], e["parity"]
+        def by_n(d):
+            return {k: {int(n): v for n, v in d_k.items()} for k, d_k in d.items()}
+        return Evaluation(rows, ar, spec, FrameComparison(c["frames_compared"], c["frames_identical"],
+                                                              c["first_difference"], c["onset"]),
+                          CodeParity(par["p_values"], tuple(par["samples"]), par["alpha"]),
+                          by_n(e["replay"]), by_n(e["replay_mismatched"]), e["replay_matches_synthesis"])
 
     return _cached(P, "evaluation", build, load)
 
@@ -352,7 +394,9 @@ def transcribed_runs(b: Backend, samples: list[Sample], decoder, seeds: list[int
 
 def wer(P: RunParams) -> dict:
     """Per language with an ASR: {"wer_ar": [per seed], "wer_spec": [per seed], "wer_codec": the ground-truth codes
-    decoded (what the codec alone loses), "frames_compared", "frames_identical", "transcripts": first seed's}."""
+    decoded (what the codec alone loses), "transcripts": first seed's, and AR vs speculative codes over every seed:
+    `FrameComparison.to_dict()` (frames_compared, frames_identical, identical_fraction, first_difference, onset)
+    and "parity" (`CodeParity.to_dict()`)}."""
     b = backend(P)
     rows = samples(P, "evaluation")
 
@@ -365,21 +409,21 @@ def wer(P: RunParams) -> dict:
                 continue
             refs = [s.text for s in group]
             codec = b.transcribe([b.decode(s.codes) for s in group], lang)
-            row = {"wer_ar": [], "wer_spec": [], "wer_codec": b.error_rate(refs, codec, lang), "frames_compared": 0,
-                   "frames_identical": 0, "transcripts": []}
+            row = {"wer_ar": [], "wer_spec": [], "wer_codec": b.error_rate(refs, codec, lang), "transcripts": []}
+            runs_ar, runs_spec = [], []
             for s_idx in range(P.wer_seeds):
                 seeds = [P.seed + s_idx * WER_SEED_STRIDE + i for i in range(len(group))]
                 ar = transcribed_runs(b, group, "ar", seeds)
                 spec = transcribed_runs(b, group, main, seeds)
-                compared, identical = compare_codes([r for r, _, _ in ar], [r for r, _, _ in spec])
-                row["frames_compared"] += compared
-                row["frames_identical"] += identical
+                runs_ar += [r for r, _, _ in ar]
+                runs_spec += [r for r, _, _ in spec]
                 for name, runs in (("ar", ar), ("spec", spec)):
                     hyps = [h for _, h, _ in runs]
                     row[f"wer_{name}"].append(b.error_rate(refs, hyps, lang))
                     if s_idx == 0:
                         row["transcripts"] += [{"system": name, "ref": r, "hyp": h} for r, h in zip(refs, hyps)]
-            result[lang] = row
+            comparison, parity = compare_runs(runs_ar, runs_spec)
+            result[lang] = {**row, **comparison.to_dict(), "parity": parity.to_dict()}
         save_json(folder / "wer.json", result)
 
     return _cached(P, "wer", build, lambda folder: load_json(folder / "wer.json"))

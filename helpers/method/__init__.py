@@ -4,8 +4,9 @@
 buffers), `predictor` (the code predictor as one explicit call over a static KV cache: the reference decoder
 stack), `drafters` (reused heads, position offsets, Medusa heads), `fused` (the fused draft+verify call the
 decoders run and a device exports), `decoding` (AR and speculative `decode_frame`), `clock` (the phase-clock
-protocol the decoders report to), `calibration`, `ceiling`, `training`, `replay`.
+protocol the decoders report to), `calibration`, `ceiling`, `training`, `replay`, `parity` (AR vs speculative codes:
+frames identical, and a per-position chi-square where they need not be).
 
-Imports: torch and `helpers.artifacts` only. The method reads the official modules' weights by attribute
+Imports: torch and `helpers.artifacts` only (and numpy / scipy for `parity`'s test). The method reads the official modules' weights by attribute
 (duck typing) and knows no backend, no adapter and no experiment.
 """

@@ -5,6 +5,10 @@
 - `MedusaHeads`: a new Linear(hidden, vocab) per start position t and depth j (initialised from H_{t+j}).
 
 Candidates are the top-m tokens of the draft logits at each depth (deterministic).
+
+Trained parameters are masters in at least float32 (`master_dtype`: float32 beside a bf16 / fp16 code predictor,
+float64 beside a float64 one), cast to the hidden state's dtype where used; the training loss runs in the master
+dtype. Adam at lr 1e-3 on bf16 parameters would lose every update smaller than half a bf16 step of |b|.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class Drafter(nn.Module):
         self.num_codes = predictor.num_codes
         self.hidden_size = predictor.hidden_size
         self._heads = [head.weight for head in predictor.official.lm_head]   # frozen, not our parameters
+        self.master_dtype = torch.promote_types(predictor.dtype, torch.float32)
 
     @property
     def offsets(self) -> torch.Tensor | None:
@@ -43,25 +48,27 @@ class Drafter(nn.Module):
         return self._heads[t + j - 1].detach()
 
     def draft_logits(self, h: torch.Tensor, t: int, depth: int | None = None) -> torch.Tensor:
-        """Draft logits from h_t. h [n, H] -> [n, depth, V] for c_{t+1..t+depth} (depth <= K, t + depth <= 15)."""
+        """Draft logits from h_t, in h's dtype. h [n, H] -> [n, depth, V] for c_{t+1..t+depth} (depth <= K,
+        t + depth <= 15)."""
         depth = self.depth if depth is None else depth
         if t + depth > self.num_codes:
             raise ValueError(f"cannot draft {depth} codes after c_{t}: the frame ends at c_{self.num_codes}")
         b = self.offsets
-        return torch.stack([F.linear(h if b is None else h + b[j - 1], self.head_weight(t, j))
+        return torch.stack([F.linear(h if b is None else h + b[j - 1].to(h.dtype), self.head_weight(t, j).to(h.dtype))
                             for j in range(1, depth + 1)], dim=1)
 
     def loss(self, h: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
         """Summed draft cross-entropy over depths j <= K and valid t, mean over the batch.
 
-        h [B, 15, H] (h[:, t-1] = h_t), codes [B, 16] (c0..c15) -> scalar
+        h [B, 15, H] (h[:, t-1] = h_t), codes [B, 16] (c0..c15) -> scalar, computed in `master_dtype`
         """
+        h = h.to(self.master_dtype)
         total = h.new_zeros(())
         for t in range(1, self.num_codes):
             depth = min(self.depth, self.num_codes - t)
             logits = self.draft_logits(h[:, t - 1], t, depth)                    # [B, depth, V]
             target = codes[:, t + 1:t + 1 + depth]
-            total = total + F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), reduction="sum")
+            total = total + F.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="sum")
         return total / h.shape[0]
 
 
@@ -78,7 +85,7 @@ class PositionOffsets(Drafter):
 
     def __init__(self, predictor: CodePredictor, depth: int = 3, offsets: torch.Tensor | None = None):
         super().__init__(predictor, depth)
-        b = torch.zeros(depth, predictor.hidden_size, dtype=predictor.dtype, device=predictor.device)
+        b = torch.zeros(depth, predictor.hidden_size, dtype=self.master_dtype, device=predictor.device)
         self.b = nn.Parameter(b)
         if offsets is not None:
             self.load_offsets(offsets)
@@ -103,7 +110,7 @@ class MedusaHeads(Drafter):
 
     def __init__(self, predictor: CodePredictor, depth: int = 3):
         super().__init__(predictor, depth)
-        weights = [self._heads[min(t + j, self.num_codes) - 1].detach().clone()
+        weights = [self._heads[min(t + j, self.num_codes) - 1].detach().to(self.master_dtype, copy=True)
                    for t in range(1, self.num_codes + 1) for j in range(1, depth + 1)]
         self.heads = nn.Parameter(torch.stack(weights).view(self.num_codes, depth, *weights[0].shape))
 

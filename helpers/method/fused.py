@@ -262,7 +262,7 @@ class FusedStep(nn.Module):
             return None
         key = (b.data_ptr(), b._version)
         if key != self._offsets_key:
-            b = b.detach()
+            b = b.detach().to(self.core.heads.dtype)                      # float32 master offsets, cast where used
             self._offsets_value = torch.cat((b.new_zeros(1, b.shape[1]), b[:self.depth]))[:, None]
             self._offsets_key = key
         return self._offsets_value
@@ -336,6 +336,7 @@ class FusedStep(nn.Module):
         if self.medusa:
             logits = torch.cat([torch.matmul(hidden[:, s:e], w) for (_, s, e), w in zip(groups, weights)], dim=1)
             med = self.drafter.heads.index_select(0, self.medusa_index.index_select(0, t)[0])   # [D+1, K, V, H]
+            med = med.to(hidden.dtype)                                                   # float32 master heads
             x = hidden[None]
             draft = torch.cat([torch.matmul(x[:, :, s:e], med[d, :D].transpose(-1, -2)[:, None])
                                for d, s, e in groups], dim=2)                              # [D, B, q, V]

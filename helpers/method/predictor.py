@@ -9,7 +9,8 @@ and the ideal drafter (`helpers.method.ceiling`) use it directly.
 (and the talker's codec embedding, which embeds `c0`) and runs its layers itself, so that a call
 can take any query: per-token code positions (table and RoPE position), an additive mask over
 `[cache slots, query]`, and a cache passed in and out explicitly. The weights stay the official
-modules' weights; nothing is copied.
+modules' weights; nothing is copied, unless
+`from_talker` is asked for another dtype or device.
 
 Conventions (DESIGN.md section 2). Code position `i` means the code `c_i` of the frame:
 - its input embedding is table `i` (`E0` = talker codec embedding, `Ei` = `codec_embedding[i-1]`);
@@ -22,6 +23,7 @@ exact to ~1e-15 whatever the query shape. The official eager path rounds those t
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -105,9 +107,19 @@ class CodePredictor(nn.Module):
                              f"a frame needs a window of at least {self.slots + max_query}")
 
     @classmethod
-    def from_talker(cls, talker: nn.Module, max_query: int = 65) -> "CodePredictor":
-        """From an official `Qwen3TTSTalkerForConditionalGeneration`."""
-        return cls(talker.code_predictor, talker.get_input_embeddings(), max_query)
+    def from_talker(cls, talker: nn.Module, max_query: int = 65, dtype: torch.dtype | None = None,
+                    device: torch.device | str | None = None) -> "CodePredictor":
+        """From an official `Qwen3TTSTalkerForConditionalGeneration`: over its own modules, or, where `dtype` or
+        `device` differ from the talker's code predictor, over copies of `talker.code_predictor` and of the codec
+        embedding (E0) in that dtype on that device (a float64 inner loop beside a bf16 talker; a CPU float32
+        copy for export). The talker itself is never changed."""
+        official, e0 = talker.code_predictor, talker.get_input_embeddings()
+        weight = official.lm_head[0].weight
+        dtype, device = dtype or weight.dtype, torch.device(device or weight.device)
+        same_device = device.type == weight.device.type and device.index in (None, weight.device.index)
+        if dtype != weight.dtype or not same_device:
+            official, e0 = (copy.deepcopy(m).to(device=device, dtype=dtype) for m in (official, e0))
+        return cls(official, e0, max_query)
 
     # ------------------------------------------------------------------ properties
     @property

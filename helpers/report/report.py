@@ -63,10 +63,12 @@ def sections(run_dir: Path, m: dict) -> list[str]:
             p = PAPER["table3_languages"].get(lang)
             rows.append({"language": lang, "frames": r.get("frames"), "tokens/step AR": r.get("tokens_per_step_ar"),
                          "tokens/step spec": r.get("tokens_per_step_spec"), "WER AR %": _percent(r.get("wer_ar")),
-                         "WER spec %": _percent(r.get("wer_spec")), "paper spec": p and p["spec"]["tokens_per_step"],
+                         "WER spec %": _percent(r.get("wer_spec")), "identical frames (WER seeds)": r.get("identical_fraction"),
+                         "parity p (WER seeds)": r.get("parity_p"), "paper spec": p and p["spec"]["tokens_per_step"],
                          "paper WER AR %": p and _paper_error(p, "ar"), "paper WER spec %": p and _paper_error(p, "spec")})
         out += ["## Table 3: per language", "", markdown(rows), "",
-                "WER in percent (the paper: CER for ja and zh); n/a where this backend has no ASR.", ""]
+                "WER in percent (the paper: CER for ja and zh); n/a where this backend has no ASR. Identical frames and "
+                "parity p (Bonferroni-adjusted, per code position) compare AR and speculative codes over the WER seeds.", ""]
     if "tree" in m:
         ceiling = PAPER["figure4_latency"]["acceptance_ceiling"]
         rows = [{"N": int(n), "expected tokens/step": r.get("expected_tokens_per_step"),
@@ -74,10 +76,7 @@ def sections(run_dir: Path, m: dict) -> list[str]:
                 for n, r in sorted(m["tree"].items(), key=lambda kv: int(kv[0]))]
         out += ["## Tokens/step vs tree size (main drafter)", "", markdown(rows), ""]
     if "lossless" in m:
-        lo = m["lossless"]
-        verdict = "identical" if lo["frames_identical"] == lo["frames_compared"] else "NOT identical"
-        out += ["## Losslessness", "", f"Speculative vs AR codes from the same seeds: {lo['frames_identical']:,} of "
-                f"{lo['frames_compared']:,} frames identical ({verdict}).", ""]
+        out += ["## Losslessness", "", *lossless_lines(m["lossless"], P.get("dtype")), ""]
     if "latency" in m:
         columns = ("call_ms_p50", "overhead", "tokens_per_step", "realised_speedup", "measured_speedup")
         for device, by_n in m["latency"].items():
@@ -94,6 +93,33 @@ def sections(run_dir: Path, m: dict) -> list[str]:
     if figures:
         out += ["## Figures", ""] + [f"![{f.stem}](figures/{f.name})" for f in figures] + [""]
     return out
+
+
+def lossless_lines(lo: dict, talker_dtype: str | None = None) -> list[str]:
+    """AR vs speculative codes in words: frames identical and, where not all are, where they first differ and the
+    per-position parity test. lo: metrics' `lossless` section (`FrameComparison.to_dict()`, "exact",
+    "inner_loop_dtype", "parity": `CodeParity.to_dict()`)."""
+    identical = lo["frames_identical"] == lo["frames_compared"]
+    mode = {True: "exact mode: every frame must be identical", False: "deployment mode: identical on most frames, "
+            "equal in distribution", None: "mode not recorded"}[lo.get("exact")]
+    lines = [f"Inner loop in {lo.get('inner_loop_dtype', '?')} beside a {talker_dtype or '?'} talker ({mode}). "
+             f"Speculative vs AR codes from the same seeds: **{lo['frames_identical']:,} of {lo['frames_compared']:,} "
+             f"frames identical** ({lo.get('identical_fraction', lo['frames_identical'] / max(lo['frames_compared'], 1)):.2%}"
+             f"{', full equality' if identical else ', NOT all identical'})."]
+    if not identical and "first_difference" in lo:
+        first = {i: c for i, c in enumerate(lo["first_difference"]) if c}
+        onset = {i: c for i, c in enumerate(lo["onset"]) if c}
+        lines += ["", f"First code position where a differing frame differs (position: frames): {first}; in each "
+                  f"utterance's first differing frame (where the trajectories part): {onset}."]
+    par = lo.get("parity")
+    if par:
+        worst = min(range(len(par["p_values"])), key=par["p_values"].__getitem__)
+        verdict = "the code distributions DIFFER" if par["rejected"] else "no difference in distribution"
+        lines += ["", f"Parity test per code position (two-sample chi-square on the code histograms, AR {par['samples'][0]:,} "
+                  f"vs speculative {par['samples'][1]:,} frames): smallest p {par['p_values'][worst]:.3g} at position "
+                  f"{worst}, Bonferroni-adjusted {par['p_min_adjusted']:.3g}: {verdict} at alpha = {par['alpha']:g}.",
+                  "", "p per position: " + ", ".join(f"{p:.2g}" for p in par["p_values"]) + "."]
+    return lines
 
 
 def _profile_lines(by_n: dict) -> list[str]:

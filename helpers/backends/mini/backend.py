@@ -29,22 +29,24 @@ class MiniBackend(Backend):
     name = "mini"
     sample_rate = SAMPLE_RATE
 
-    def __init__(self, mini: Mini, languages: list[str], dtype: torch.dtype = torch.float64, talker_sampling=None):
+    def __init__(self, mini: Mini, languages: list[str], dtype: torch.dtype = torch.float64, talker_sampling=None,
+                 inner_loop_dtype: torch.dtype | None = None):
         self.mini = mini
         self.model = mini.model.to(dtype)
+        self.inner_loop_dtype = inner_loop_dtype
         self.languages = {code: LANGUAGES[code] for code in languages}
         self.talker_sampling = dict(talker_sampling or {})
 
     @classmethod
     def load(cls, cache_dir, preset: str = "mini", languages=("en",), device: str = "cpu", dtype: str = "float64",
-             seed: int = 0, train: int = 0, validation: int = 0, calibration: int = 0, evaluation: int = 0,
+             inner_loop_dtype: str = "same", seed: int = 0, train: int = 0, validation: int = 0, calibration: int = 0, evaluation: int = 0,
              top_k: int = 50, top_p: float = 1.0, temperature: float = 0.9, log=print) -> "MiniBackend":
         """Build (or load from `cache_dir`/mini) the miniature of `preset` with these corpus sizes (utterances of
         the train / validation / calibration roles, and of the evaluation role per language); `seed` is the build's
         (sentences, voices, codec, training), not the run's sampling seed."""
-        if dtype not in DTYPES or device not in ("cpu", "auto"):
-            raise ValueError(f"the mini backend runs on device cpu in {' or '.join(DTYPES)}; "
-                             f"got device={device!r}, dtype={dtype!r}")
+        if dtype not in DTYPES or device not in ("cpu", "auto") or inner_loop_dtype not in ("same", *DTYPES):
+            raise ValueError(f"the mini backend runs on device cpu in {' or '.join(DTYPES)} (inner loop: same or "
+                             f"either); got device={device!r}, dtype={dtype!r}, inner_loop_dtype={inner_loop_dtype!r}")
         if preset not in PRESETS:
             raise ValueError(f"unknown mini preset {preset!r}; allowed: {', '.join(PRESETS)}")
         cfg = replace(PRESETS[preset], seed=seed, offsets_train=train, offsets_val=validation,
@@ -52,7 +54,8 @@ class MiniBackend(Backend):
         torch.set_num_threads(1)             # tiny matrices: one thread is fastest (and not 15x slower under load)
         sampling = dict(top_k=top_k, top_p=top_p, temperature=temperature, subtalker_top_k=top_k,
                         subtalker_top_p=top_p, subtalker_temperature=temperature)
-        return cls(build_mini(cfg, Path(cache_dir) / "mini", log=log), languages, DTYPES[dtype], sampling)
+        return cls(build_mini(cfg, Path(cache_dir) / "mini", log=log), languages, DTYPES[dtype], sampling,
+                   DTYPES.get(inner_loop_dtype))
 
     def samples(self, role: str) -> list[Sample]:
         if role not in ROLE_ITEMS:

@@ -4,6 +4,7 @@ datasets and Whisper.
     backend = Qwen3Backend.load("Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "cuda", "bfloat16", data=DataSpec(...))
     samples = backend.samples("calibration")     # text as generate_custom_voice tokenizes it, codes [T, 16]
     backend.synthesize(samples[0], decoder, seed=0)                # official generate, our inner loop
+    backend.predictor                            # the inner loop: the code predictor, or a copy (inner_loop_dtype)
     backend.decode(codes)                        # codes [T, 16] -> float audio [n] at backend.sample_rate
 
 Everything runs through `qwen_tts.Qwen3TTSModel` (`backend.tts`): its processor and chat format for the text,
@@ -68,8 +69,12 @@ class Qwen3Backend(Backend):
     non_streaming_mode = True
 
     def __init__(self, tts, data: "data.DataSpec", speaker: str = "", top_k: int = 50, top_p: float = 1.0,
-                 temperature: float = 0.9, whisper_id: str = "openai/whisper-large-v3-turbo", asr_batch_size: int = 8):
+                 temperature: float = 0.9, whisper_id: str = "openai/whisper-large-v3-turbo", asr_batch_size: int = 8,
+                 inner_loop_dtype: str = "same"):
+        if inner_loop_dtype != "same" and inner_loop_dtype not in DTYPES:
+            raise ValueError(f"inner_loop_dtype {inner_loop_dtype!r} is not supported; allowed: same, {', '.join(DTYPES)}")
         self.tts, self.data = tts, data
+        self.inner_loop_dtype = None if inner_loop_dtype == "same" else DTYPES[inner_loop_dtype]
         self.whisper_id, self.asr_batch_size = whisper_id, asr_batch_size
         self.model = tts.model.eval()
         self.speech_tokenizer = self.model.speech_tokenizer
