@@ -196,7 +196,7 @@ class _Graphed:
         return self.out
 
 
-class _Compiler:
+class CallCompiler:
     """Compiles the modules of one decoder in one mode; cuda_graph modules are captured at the first call."""
 
     def __init__(self, mode: str, device: torch.device, torch_backend: str | None = None):
@@ -271,7 +271,7 @@ class CompiledAR:
     def __init__(self, predictor: CodePredictor, sampler: SamplerConfig, compile: str = "inductor",
                  torch_backend: str | None = None):
         self.predictor, self.sampler = predictor, sampler
-        self.compiler = _Compiler(compile, predictor.device, torch_backend)
+        self.compiler = CallCompiler(compile, predictor.device, torch_backend)
         self.core = FusedCore(predictor, max_depth=0)
         self.state = _FrameState(predictor)
         buffers = self.state.buffers
@@ -312,7 +312,7 @@ class CompiledSpeculative:
             raise ValueError(f"tree of {tree.size} nodes needs a query of {tree.size + 1} tokens; "
                              f"the predictor allows max_query={predictor.max_query}")
         self.predictor, self.drafter, self.tree, self.sampler = predictor, drafter, tree, sampler
-        self.compiler = _Compiler(compile, predictor.device, torch_backend)
+        self.compiler = CallCompiler(compile, predictor.device, torch_backend)
         self.core = FusedCore(predictor, max_depth=max(tree.max_depth, 1))
         self.plans = make_plans(self.core, tree, None)              # verify-only calls; drafts from the stop node
         self.state = _FrameState(predictor)
