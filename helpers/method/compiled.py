@@ -33,7 +33,7 @@ import time
 import torch
 from torch import nn
 
-from helpers.method.decoding import FrameResult, _check_frame_inputs
+from helpers.method.decoding import FrameResult, _check_frame_inputs, check_tree
 from helpers.method.drafters import Drafter, MedusaHeads
 from helpers.method.fused import FusedCore, FusedStep, fusable, make_plans
 from helpers.method.predictor import CodePredictor
@@ -305,12 +305,7 @@ class CompiledSpeculative:
 
     def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig,
                  compile: str = "inductor", torch_backend: str | None = None):
-        if tree.max_depth > drafter.depth:
-            raise ValueError(f"tree depth {tree.max_depth} exceeds the drafter's K={drafter.depth}; "
-                             f"allowed tree depth: 1..{drafter.depth}")
-        if tree.size + 1 > predictor.max_query:
-            raise ValueError(f"tree of {tree.size} nodes needs a query of {tree.size + 1} tokens; "
-                             f"the predictor allows max_query={predictor.max_query}")
+        check_tree(predictor, drafter, tree)
         self.predictor, self.drafter, self.tree, self.sampler = predictor, drafter, tree, sampler
         self.compiler = CallCompiler(compile, predictor.device, torch_backend)
         self.core = FusedCore(predictor, max_depth=max(tree.max_depth, 1))
