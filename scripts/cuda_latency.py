@@ -8,6 +8,12 @@ Random weights are fine for timing (not for acceptance: tokens/step comes from t
 
     python scripts/cuda_latency.py                      # CUDA, bf16, 200 calls after 20 warm-ups
     python scripts/cuda_latency.py --device cpu --iters 5 --warmup 1 --frames 2   # check it runs here
+    python scripts/cuda_latency.py --device cpu --iters 5 --warmup 1 --frames 0 --no-sweep \
+        --side-by-side inductor --side-frames 5 --sizes 4     # eager vs compiled whole frames on this CPU
+
+--side-by-side MODE: whole frames of the official generate, our AR and speculative loops eager and compiled
+(`helpers.measure.compiled_latency.side_by_side`; cuda_graph: `cuda_graph_comparison`). With random weights the
+drafts are rarely accepted (tokens/step near 1): the rows compare what a call and a round cost.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from helpers.method.drafters import PositionOffsets  # noqa: E402
 from helpers.artifacts import save_json  # noqa: E402
 from helpers.measure.latency import (SIZES, call_sweep, environment, format_table, frame_latency,  # noqa: E402
                                      latency_table)
+from helpers.measure.compiled_latency import format_side_by_side, side_by_side  # noqa: E402
 from helpers.method.sampling import frame_uniforms  # noqa: E402
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs  # noqa: E402
 
@@ -65,6 +72,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--frames", type=int, default=20, help="frames for AR loop vs official generate (0: skip)")
     ap.add_argument("--no-graphs", action="store_true", help="skip the CUDA-graph sweep")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument("--no-sweep", action="store_true", help="skip the per-call sweeps")
+    ap.add_argument("--side-by-side", default=None, choices=["none", "inductor", "cuda_graph"],
+                    help="whole frames eager vs compiled in MODE (see above)")
+    ap.add_argument("--side-frames", type=int, default=20)
     ap.add_argument("--out", default=None, help="JSON path (default outputs/bench/latency_0.6b_<device>.json)")
     args = ap.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -87,7 +98,7 @@ def main(argv=None) -> dict:
     expected = {n: expected_tokens_per_step(tree, REFERENCE_TABLE) for n, tree in trees.items()}
     results = {"model": "qwen3-tts-0.6b-shape-random", "dtype": str(dtype), "environment": environment(),
                "args": vars(args), "expected_tokens_per_step": expected, "paper_ceiling": PAPER_CEILING}
-    modes = [False] + ([True] if args.device == "cuda" and not args.no_graphs else [])
+    modes = [] if args.no_sweep else [False] + ([True] if args.device == "cuda" and not args.no_graphs else [])
     for graphs in modes:
         label = "cuda graph" if graphs else "eager"
         sweep = call_sweep(predictor, drafter, trees, args.warmup, args.iters, cuda_graph=graphs)
@@ -111,6 +122,16 @@ def main(argv=None) -> dict:
         print(f"\nwhole frames: our AR loop {loop['ar_ms']:.2f} ms, official generate {loop['official_ms']:.2f} ms "
               f"(official / ours {loop['ar_over_official']:.2f})")
         results["inner_loop_ar_vs_official"] = loop
+    if args.side_by_side:
+        gen = torch.Generator().manual_seed(2)
+        g, c0 = random_frame_inputs(REAL_SHAPE.talker_hidden_size, REAL_SHAPE.talker_vocab_size, args.side_frames,
+                                    gen, dtype)
+        u = frame_uniforms(gen, batch=args.side_frames, device=args.device)
+        side = side_by_side(predictor, drafter, trees, g.to(args.device), c0.to(args.device), u,
+                            compile=args.side_by_side, warmup_frames=1)
+        print(f"\nside by side ({args.side_by_side}), {args.side_frames} frames:")
+        print(format_side_by_side(side))
+        results["side_by_side"] = side
     out = args.out or f"outputs/bench/latency_0.6b_{args.device}.json"
     print(f"saved {save_json(out, results)} ({time.perf_counter() - start:.0f}s in all)")
     return results

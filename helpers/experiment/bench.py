@@ -1,9 +1,12 @@
 """`make bench`: the latency sweep and the whole-frame comparison on the miniature, printed and saved.
 
     python -m helpers.experiment.bench [--params params/mini.yaml] [--calls 200] [--frames 200]
+                                       [--compile inductor] [--compiled-sizes 4 8 16]
 
 It reuses the cached stages of the params' run (the miniature, trained drafters, calibration tables, shared
-with `make run`; built if absent) and saves outputs/bench/latency_mini_cpu.json.
+with `make run`; built if absent) and saves outputs/bench/latency_mini_cpu.json. Then, side by side in one
+process (`measure.compiled_latency`): the official generate, our AR loop eager and compiled, our speculative
+loop eager and compiled per N (per-frame p50, every ratio, compile time apart), and the compiled round's parts.
 """
 
 from __future__ import annotations
@@ -16,9 +19,13 @@ import torch
 from helpers.artifacts import save_json
 from helpers.experiment import stages
 from helpers.experiment.params import load_params
+from helpers.measure.compiled_latency import (compiled_round_profile, format_round_profile, format_side_by_side,
+                                             side_by_side)
 from helpers.measure.latency import SIZES, environment, format_table, latency_metrics
 from helpers.measure.profile import format_profile
 from helpers.method.calibration import greedy_tree
+from helpers.method.compiled import COMPILE_MODES
+from helpers.method.sampling import SamplerConfig, frame_uniforms
 
 
 def mini_setup(params: str = "params/mini.yaml", frames: int = 200):
@@ -43,8 +50,15 @@ def main(argv=None) -> dict:
     ap.add_argument("--frames", type=int, default=200, help="real frames for the whole-frame comparison")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: fastest for these small matrices)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--compile", default="inductor", choices=COMPILE_MODES,
+                    help="compiled systems beside the eager ones (none: skip them)")
+    ap.add_argument("--compiled-sizes", type=int, nargs="+", default=[4, 8, 16],
+                    help="tree sizes of the side-by-side run (each compiled system costs ~1 min of compilation)")
+    ap.add_argument("--side-frames", type=int, default=100, help="frames of the side-by-side run")
     ap.add_argument("--out", default="outputs/bench/latency_mini_cpu.json")
     args = ap.parse_args(argv)
+    if not set(args.compiled_sizes) <= set(SIZES):
+        ap.error(f"--compiled-sizes {args.compiled_sizes}: each must be one of {list(SIZES)}")
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     print("loading the miniature, its trained drafters and calibration (built and cached if absent) ...", flush=True)
@@ -64,8 +78,41 @@ def main(argv=None) -> dict:
     data = {"model": "mini", "environment": environment(), "args": vars(args), "acceptance": table.tolist(),
             "trees": {n: [list(p) for p in tree.paths] for n, tree in trees.items()}, "metrics": metrics,
             "seconds": time.perf_counter() - start}
-    print(f"saved {save_json(args.out, data)} ({data['seconds']:.0f} s)")
+    save_json(args.out, data)                                   # the eager part is saved before the compiled run
+    data["side_by_side"], data["compiled_profile"] = compiled_comparison(
+        predictor, drafter, {n: trees[n] for n in args.compiled_sizes}, g[:args.side_frames], c0[:args.side_frames],
+        args.compile, args.seed)
+    data["seconds"] = time.perf_counter() - start
+    saved = save_json(args.out, data)
+    side = data["side_by_side"]
+    if any(r["identical"] is not None and r["identical"] != side["frames"] for r in side["systems"].values()):
+        raise SystemExit(f"compiled codes differ from the eager AR codes: see {saved}")
+    print(f"saved {saved} ({data['seconds']:.0f} s)")
     return data
+
+
+def compiled_comparison(predictor, drafter, trees, g, c0, compile: str = "inductor", seed: int = 0,
+                        sampler: SamplerConfig = SamplerConfig()) -> tuple[dict, dict | None]:
+    """The side-by-side run (official, AR and speculative, eager and compiled) and the compiled round's parts,
+    printed. -> (side_by_side dict, compiled_round_profile dict or None when compile is "none")."""
+    u = frame_uniforms(torch.Generator().manual_seed(seed), predictor.num_codes, batch=g.shape[0],
+                       device=predictor.device)
+    print(f"side by side, {g.shape[0]} frames, compile={compile}, N in {list(trees)} "
+          f"(compilation first, booked apart) ...", flush=True)
+    both = side_by_side(predictor, drafter, trees, g, c0, u, sampler, compile, seed=seed)
+    print(format_side_by_side(both))
+    rows, ratios = both["systems"], both["ratios"]
+    best_ar, best_spec = both["fastest_ar"], both["fastest_spec"]
+    tps = rows[best_spec]["tokens_per_step"]
+    print(f"fastest AR / official {ratios[best_ar]['official']:.2f} (target 3); fastest speculative / fastest AR "
+          f"{ratios[best_spec][best_ar]:.2f} (target 1.3), / official {ratios[best_spec]['official']:.2f} (target 4); "
+          f"speedup / tokens/step {ratios[best_spec][best_ar] / tps:.2f} (moonshot 0.85)")
+    profile = None
+    if compile != "none":
+        profile = compiled_round_profile(predictor, drafter, trees, sampler, compile)
+        print("the compiled round's parts (per call at t = 1):")
+        print(format_round_profile(profile))
+    return both, profile
 
 
 if __name__ == "__main__":

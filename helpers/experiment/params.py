@@ -28,6 +28,7 @@ CHOICES = {
     "dtype": ("float64", "float32", "bfloat16", "float16"),
     "attn_implementation": ("eager", "sdpa", "flash_attention_2"),
     "inner_loop_dtype": ("same", "float64", "float32", "bfloat16"),
+    "compile": ("none", "inductor", "cuda_graph"),      # = helpers.method.compiled.COMPILE_MODES (a test checks)
 }
 ITEM_CHOICES = {"languages": LANGUAGE_CODES, "drafters": DRAFTER_KINDS}
 POSITIVE = {"train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language", "depth",
@@ -125,6 +126,10 @@ class RunParams:
     latency_warmup: int = 20
     latency_frames: int = 200               # whole frames timed AR vs speculative (recorded evaluation frames)
     coreml_tree_size: int = 16
+    # compiled calls beside the eager ones in notebook 06 (helpers.method.compiled): none (skip: compiling costs
+    # about a minute per decoder on a CPU), inductor (torch.compile, CPU or CUDA), cuda_graph (CUDA only)
+    compile: str = "none"
+    compile_tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 16])
 
     def __post_init__(self):
         for f in fields(self):
@@ -142,9 +147,12 @@ class RunParams:
                 raise ParamsError(f"{name}={getattr(self, name)!r} must be >= 1")
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.run_name):
             raise ParamsError(f"run_name={self.run_name!r}: use letters, digits, '.', '_' or '-' (it names a folder)")
-        for name in ("tree_sizes", "latency_tree_sizes"):
+        for name in ("tree_sizes", "latency_tree_sizes", "compile_tree_sizes"):
             if not getattr(self, name) or any(not 1 <= n <= 64 for n in getattr(self, name)):
                 raise ParamsError(f"{name}={getattr(self, name)!r} must be a non-empty list of sizes in 1..64")
+        if self.compile == "cuda_graph" and self.device == "cpu":
+            raise ParamsError("compile='cuda_graph' needs device cuda (or auto on a CUDA machine); "
+                              "on a CPU use compile='inductor' or 'none'")
         if not 1 <= self.coreml_tree_size <= 64:
             raise ParamsError(f"coreml_tree_size={self.coreml_tree_size} must be in 1..64")
         if self.tree_size not in self.tree_sizes:

@@ -2,7 +2,8 @@
 
 `timing` (the one timing harness: percentiles of calls, frames interleaved across systems in a shuffled
 order), `latency` (per-call sweep q = 1 vs q = N + 1, whole frames against the official `generate`),
-`profile` (where a round's time goes, phase by phase), `coreml_export` (the AR and fused calls as Core ML
+`profile` (where a round's time goes, phase by phase), `compiled_latency` (eager vs compiled whole frames
+side by side, the CUDA-graph comparison, the compiled round's parts), `coreml_export` (the AR and fused calls as Core ML
 packages).
 
 Imports: `helpers.method`, `helpers.adapter`, `helpers.artifacts`; never the experiment.

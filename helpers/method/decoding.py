@@ -51,6 +51,16 @@ def _check_frame_inputs(predictor: CodePredictor, g: torch.Tensor, c0: torch.Ten
     predictor.check_codes(c0[:, None], first_pos=0)
 
 
+def check_tree(predictor: CodePredictor, drafter: Drafter, tree: SparseTree) -> None:
+    """A clear error for a tree deeper than the drafter's K or longer than the predictor's query."""
+    if tree.max_depth > drafter.depth:
+        raise ValueError(f"tree depth {tree.max_depth} exceeds the drafter's K={drafter.depth}; "
+                         f"allowed tree depth: 1..{drafter.depth}")
+    if tree.size + 1 > predictor.max_query:
+        raise ValueError(f"tree of {tree.size} nodes needs a query of {tree.size + 1} tokens; "
+                         f"the predictor allows max_query={predictor.max_query}")
+
+
 _AR_STEPS: "weakref.WeakKeyDictionary[CodePredictor, FusedStep]" = weakref.WeakKeyDictionary()
 
 
@@ -97,12 +107,7 @@ class SpeculativeDecoder:
     """
 
     def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig):
-        if tree.max_depth > drafter.depth:
-            raise ValueError(f"tree depth {tree.max_depth} exceeds the drafter's K={drafter.depth}; "
-                             f"allowed tree depth: 1..{drafter.depth}")
-        if tree.size + 1 > predictor.max_query:
-            raise ValueError(f"tree of {tree.size} nodes needs a query of {tree.size + 1} tokens; "
-                             f"the predictor allows max_query={predictor.max_query}")
+        check_tree(predictor, drafter, tree)
         self.predictor, self.drafter, self.tree, self.sampler = predictor, drafter, tree, sampler
         self.core = FusedCore(predictor, max_depth=max(tree.max_depth, 1))
         self.plans = make_plans(self.core, tree, drafter)

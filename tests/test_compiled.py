@@ -1,0 +1,103 @@
+"""Compiled calls (helpers.method.compiled): the same codes as the eager decoders for the same uniforms.
+
+Every frame runs the pruned trees near its end (roots t = 12, 13 and the AR call at t = 14), so each check
+covers them. The modules run eagerly ("none") on both tiny shapes and every fused drafter, against the eager
+decoders at float64 (codes and calls); through torch.compile with the aot_eager backend (dynamo, functionalised
+graph, no C++ build) at float64 and float32; one inductor case (the C++ build) on the AR loop.
+"""
+
+import pytest
+import torch
+
+from conftest import SPECS, frame_inputs
+from drafting import TREES, OracleDrafter, random_drafters
+from helpers.adapter.tiny import build_tiny_talker
+from helpers.experiment.params import ParamsError, RunParams
+from helpers.method.compiled import CompiledAR, CompiledSpeculative
+from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.predictor import CodePredictor
+from helpers.method.sampling import SamplerConfig, frame_uniforms
+
+SAMPLER = SamplerConfig(top_k=5, temperature=1.3)       # peaked, and far from greedy: walks stop anywhere
+
+
+def frames(spec, n, seed, dtype=torch.float64):
+    g, c0 = frame_inputs(spec, n, seed=seed, dtype=dtype)
+    return g, c0, frame_uniforms(torch.Generator().manual_seed(seed), batch=n)
+
+
+def decode_all(decoder, g, c0, u):
+    return [decoder.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]) for i in range(g.shape[0])]
+
+
+@pytest.mark.parametrize("drafter_name", ["offsets", "medusa", "reused"])
+@pytest.mark.parametrize("tree_name", ["sparse4", "full2", "chain", "sparse16"])
+def test_device_round_equals_eager_decoders(tiny, drafter_name, tree_name):
+    """The modules uncompiled: codes equal the eager AR loop, calls (drafts too) equal the eager speculative one."""
+    spec, _, cp = tiny
+    drafter = random_drafters(cp, seed=1)[drafter_name]
+    g, c0, u = frames(spec, 40, seed=5)
+    ar = decode_frame_ar(cp, g, c0, SAMPLER, u).codes
+    eager = decode_all(SpeculativeDecoder(cp, drafter, TREES[tree_name], SAMPLER), g, c0, u)
+    ours = decode_all(CompiledSpeculative(cp, drafter, TREES[tree_name], SAMPLER, "none"), g, c0, u)
+    for i, (e, r) in enumerate(zip(eager, ours)):
+        assert torch.equal(r.codes[0], ar[i]), f"frame {i}: {r.codes[0].tolist()} != {ar[i].tolist()}"
+        assert r.calls == e.calls and r.accepted == e.accepted, f"frame {i}: rounds differ from the eager decoder"
+        assert sum(r.accepted) + r.calls == 15
+    assert sum(r.calls for r in ours) < 15 * len(ours) or tree_name == "chain", "no draft ever accepted"
+    ar_mod = decode_all(CompiledAR(cp, SAMPLER, "none"), g, c0, u)
+    assert all(torch.equal(r.codes[0], ar[i]) and r.calls == 15 for i, r in enumerate(ar_mod))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_compiled_aot_eager_equals_eager(dtype):
+    """torch.compile (aot_eager): AR and speculative (N = 4, 3 pruned rounds + the AR call) == the eager path
+    in the same dtype."""
+    spec = SPECS["h96gqa"]
+    cp = CodePredictor.from_talker(build_tiny_talker(spec, seed=1, dtype=dtype))
+    drafter = random_drafters(cp, seed=2)["offsets"]
+    g, c0, u = frames(spec, 8, seed=7, dtype=dtype)
+    ar = decode_frame_ar(cp, g, c0, SAMPLER, u).codes
+    compiled_ar = CompiledAR(cp, SAMPLER, "inductor", torch_backend="aot_eager")
+    spec_dec = CompiledSpeculative(cp, drafter, TREES["sparse4"], SAMPLER, "inductor", torch_backend="aot_eager")
+    depth = TREES["sparse4"].max_depth                              # the full tree, pruned at D-1 .. 1, the AR call
+    assert len(set(map(id, spec_dec.calls.values()))) == depth + 1
+    for name, decoder in (("AR", compiled_ar), ("speculative", spec_dec)):
+        out = decode_all(decoder, g, c0, u)
+        for i, r in enumerate(out):
+            assert torch.equal(r.codes[0], ar[i]), f"{name} frame {i}: {r.codes[0].tolist()} != {ar[i].tolist()}"
+        assert decoder.compile_seconds > 0
+    assert sum(r.calls for r in decode_all(spec_dec, g, c0, u)) < 15 * g.shape[0]
+
+
+def test_compiled_inductor_ar_equals_eager():
+    """The inductor backend (C++ kernels, C++ wrapper) on the AR loop, float64: codes equal the eager loop."""
+    spec = SPECS["h64"]
+    cp = CodePredictor.from_talker(build_tiny_talker(spec, seed=1, dtype=torch.float64))
+    g, c0, u = frames(spec, 6, seed=11)
+    ar = decode_frame_ar(cp, g, c0, SAMPLER, u).codes
+    out = decode_all(CompiledAR(cp, SAMPLER, "inductor"), g, c0, u)
+    assert all(torch.equal(r.codes[0], ar[i]) for i, r in enumerate(out))
+
+
+def test_compile_parameter_is_validated(tiny):
+    _, _, cp = tiny
+    with pytest.raises(ValueError, match="compile='jit' is not allowed; allowed: none, inductor, cuda_graph"):
+        CompiledAR(cp, SAMPLER, "jit")
+    with pytest.raises(ValueError, match="needs a CUDA model"):
+        CompiledSpeculative(cp, random_drafters(cp)["offsets"], TREES["sparse4"], SAMPLER, "cuda_graph")
+    with pytest.raises(ValueError, match="drafts on the host"):
+        CompiledSpeculative(cp, OracleDrafter(cp), TREES["sparse4"], SAMPLER, "none")
+    with pytest.raises(ParamsError, match="compile='fast' is not allowed; allowed: none, inductor, cuda_graph"):
+        RunParams(compile="fast")
+    assert RunParams().compile == "none"
+
+
+def test_params_modes_are_the_methods():
+    from helpers.experiment.params import CHOICES
+    from helpers.method.compiled import COMPILE_MODES
+    assert CHOICES["compile"] == COMPILE_MODES
+    with pytest.raises(ParamsError, match="needs device cuda"):
+        RunParams(compile="cuda_graph")
+    with pytest.raises(ParamsError, match="compile_tree_sizes"):
+        RunParams(compile_tree_sizes=[0])
