@@ -89,6 +89,31 @@ def required_keys(P: RunParams) -> list[str]:
     return keys
 
 
+def run_problems(P: RunParams, metrics: dict) -> list[str]:
+    """What keeps a run from being complete (notebook 08 stops on any): a required key missing; in exact mode
+    (float64 inner loop) any AR vs speculative frame that differs, in evaluation, replay or the WER seeds; in
+    deployment mode (an inexact inner loop) a parity test that rejects equal code distributions."""
+    problems = [f"metrics.json lacks {k}" for k in missing_keys(metrics, required_keys(P))]
+    lossless = metrics.get("lossless", {})
+    if "frames_compared" not in lossless:
+        return problems
+    if lossless.get("exact"):
+        if lossless["frames_identical"] != lossless["frames_compared"]:
+            problems.append(f"exact mode, yet only {lossless['frames_identical']} of {lossless['frames_compared']} "
+                            "evaluation frames are identical between AR and speculative decoding")
+        if lossless.get("replay_mismatched"):
+            problems.append(f"exact mode, yet the replay differs from the recorded AR run on "
+                            f"{lossless['replay_mismatched']} frames")
+        for lang, row in metrics.get("languages", {}).items():
+            if row.get("identical_fraction") not in (None, 1.0):
+                problems.append(f"exact mode, yet {lang}'s WER syntheses are identical on only "
+                                f"{row['identical_fraction']:.2%} of frames")
+    elif lossless.get("parity", {}).get("rejected"):
+        problems.append(f"the parity test rejects equal code distributions of AR and speculative decoding "
+                        f"(adjusted p {lossless['parity']['p_min_adjusted']:.3g})")
+    return problems
+
+
 def missing_keys(metrics: dict, keys: list[str]) -> list[str]:
     """The dotted keys absent from `metrics` (a present key may hold null)."""
     missing = []

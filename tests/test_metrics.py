@@ -1,0 +1,41 @@
+"""metrics.json's completeness check (notebook 08): required keys, and losslessness as the run's mode demands."""
+
+from helpers.experiment.metrics import required_keys, run_problems
+from helpers.experiment.params import RunParams
+
+
+def complete(P: RunParams, lossless: dict) -> dict:
+    """A metrics document with every required key (value 0), then the given lossless section."""
+    metrics: dict = {}
+    for key in required_keys(P):
+        node = metrics
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = 0
+    metrics["lossless"] = lossless
+    return metrics
+
+
+def test_exact_mode_needs_every_frame_identical():
+    P = RunParams()
+    ok = dict(frames_compared=10, frames_identical=10, identical_fraction=1.0, exact=True, replay_mismatched=0,
+              parity={"p_min_adjusted": 1.0, "rejected": False})
+    assert run_problems(P, complete(P, ok)) == []
+    assert "only 9 of 10" in run_problems(P, complete(P, {**ok, "frames_identical": 9}))[0]
+    assert "replay differs" in run_problems(P, complete(P, {**ok, "replay_mismatched": 2}))[0]
+    m = complete(P, ok)
+    m["languages"]["en"]["identical_fraction"] = 0.5
+    assert "en's WER syntheses" in run_problems(P, m)[0]
+
+
+def test_deployment_mode_needs_parity_and_a_missing_key_is_named():
+    P = RunParams(inner_loop_dtype="float32")
+    lossless = dict(frames_compared=10, frames_identical=7, identical_fraction=0.7, exact=False, replay_mismatched=3,
+                    parity={"p_min_adjusted": 0.4, "rejected": False})
+    assert run_problems(P, complete(P, lossless)) == []
+    rejected = {**lossless, "parity": {"p_min_adjusted": 1e-9, "rejected": True}}
+    assert "parity test rejects" in run_problems(P, complete(P, rejected))[0]
+    m = complete(P, lossless)
+    del m["data"]
+    assert run_problems(P, m) == ["metrics.json lacks data.table"]
