@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from helpers.method.predictor import CodePredictor
+from helpers.adapter.inner_loop import talker_predictor
 from helpers.adapter.synthesis import Synthesis, synthesize
 from helpers.adapter.talker_inputs import Utterance, talker_states
 
@@ -54,7 +55,8 @@ class Backend:
 
     @property
     def predictor(self) -> CodePredictor:
-        return CodePredictor.from_talker(self.model.talker)
+        """The model's one code predictor (the same object on every access, shared with synthesis)."""
+        return talker_predictor(self.model.talker)
 
     # -- data, audio and ASR: the backend's own -------------------------------------------------
     def samples(self, role: str) -> list[Sample]:

@@ -116,8 +116,8 @@ def teacher_forced(P: RunParams, role: str) -> tuple[torch.Tensor, TeacherForced
 
     def load(folder):
         t = load_tensors(folder / "teacher_forced.safetensors")
-        g = t["g"].to(b.predictor.dtype)
-        return g, TeacherForcedHidden(b.predictor, g, t["codes"]), t["codes"]
+        g, codes = t["g"].to(b.predictor.device, b.predictor.dtype), t["codes"].to(b.predictor.device)
+        return g, TeacherForcedHidden(b.predictor, g, codes), codes
 
     return _cached(P, "data", build, load, name=f"data-{role}")
 
@@ -185,7 +185,7 @@ def calibration(P: RunParams) -> Calibration:
         tables = {k: acceptance_table(d, h, codes, P.acceptance_width) for k, d in trained.drafters.items()}
         save_tensors(folder / "tables.safetensors", tables)
         entropy, top = target_sharpness(predictor, h, sampler(P))
-        pick = torch.linspace(0, len(codes) - 1, min(P.ceiling_frames, len(codes))).long()
+        pick = torch.linspace(0, len(codes) - 1, min(P.ceiling_frames, len(codes)), device=g.device).long()
         ceiling, covered = drafter_ceiling(predictor, g[pick], codes[pick], sampler(P), depth=P.depth, width=32,
                                            m=P.acceptance_width, beam=1024)
         trees = {k: {n: greedy_tree(a, n).paths for n in P.tree_sizes} for k, a in tables.items()}
@@ -246,8 +246,8 @@ def _save_runs(path, runs: list[Synthesis]) -> None:
                         for k, v in (("codes", r.codes), ("g", r.g), ("calls", torch.tensor(r.calls)))})
 
 
-def _load_runs(path, count: int) -> list[Synthesis]:
-    t = load_tensors(path)
+def _load_runs(path, count: int, device=None) -> list[Synthesis]:
+    t = load_tensors(path, device=str(device or "cpu"))
     return [Synthesis(t[f"{i}.codes"], t[f"{i}.g"], t[f"{i}.calls"].tolist()) for i in range(count)]
 
 
@@ -286,8 +286,8 @@ def evaluation(P: RunParams) -> Evaluation:
 
     def load(folder):
         e = load_json(folder / "evaluation.json")
-        return Evaluation(samples, _load_runs(folder / "ar.safetensors", len(samples)),
-                          _load_runs(folder / "spec.safetensors", len(samples)),
+        return Evaluation(samples, _load_runs(folder / "ar.safetensors", len(samples), b.model.device),
+                          _load_runs(folder / "spec.safetensors", len(samples), b.model.device),
                           e["frames_compared"], e["frames_identical"],
                           {k: {int(n): v for n, v in by_n.items()} for k, by_n in e["replay"].items()})
 

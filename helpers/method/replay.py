@@ -25,9 +25,9 @@ def replay_calls(decoder: SpeculativeDecoder, runs: list, seeds: list[int]) -> l
         generator = torch.Generator().manual_seed(seed)
         calls = []
         for f in range(run.codes.shape[0]):
-            u = frame_uniforms(generator, p.num_codes, batch=1)
+            u = frame_uniforms(generator, p.num_codes, batch=1, device=p.device)
             result = decoder.decode_frame(run.g[f:f + 1].to(p.dtype), run.codes[f:f + 1, 0], u)
-            if not torch.equal(result.codes[0].cpu(), run.codes[f, 1:]):
+            if not torch.equal(result.codes[0], run.codes[f, 1:].to(result.codes.device)):
                 raise RuntimeError(f"replay of frame {f} (seed {seed}) gave other codes than the recorded run: "
                                    "g or the uniforms do not match the synthesis")
             calls.append(result.calls)
