@@ -109,7 +109,7 @@ def test_backend_teacher_forcing_synthesis_and_replay(backend, short):
     samples = b.samples("train")[:2]
     g_cpu, codes_cpu = b.teacher_forced(samples)
     sample = b.samples("evaluation")[0]
-    with backend_device_check(b) as dev:
+    with backend_device_check(b):
         on_dev = b.samples("train")[:2]
         g, codes = b.teacher_forced(on_dev)
         assert g.device.type == DEVICE and torch.allclose(g.cpu(), g_cpu) and torch.equal(codes.cpu(), codes_cpu)
@@ -127,7 +127,7 @@ def test_backend_teacher_forcing_synthesis_and_replay(backend, short):
 def test_shard_extraction(backend, tmp_path):
     from helpers.artifacts import load_tensors
     from helpers.experiment.shards import extract_shard
-    with backend_device_check(backend, roles=()) as dev:
+    with backend_device_check(backend, roles=()):
         stem = extract_shard(backend, "validation", tmp_path, 0, 2, batch_size=2)
     t = load_tensors(stem.with_suffix(".safetensors"))
     assert t["g"].shape[0] == t["codes"].shape[0] == int(t["frames"].sum()) > 0
@@ -142,7 +142,7 @@ def test_stages_on_the_device(qwen3_tiny, tmp_path, short):
                     ceiling_frames=1, wer_seeds=1, drafter_epochs=1)
     b = short(stages.backend(P))
     b.transcribe([b.decode(b.samples("evaluation")[0].codes)], "en")   # Whisper loaded here, on the CPU: it is a
-    with backend_device_check(b) as dev:                                # model of its own (inference on lazy fails)
+    with backend_device_check(b):                                      # model of its own (inference on lazy fails)
         g, h, codes = stages.teacher_forced(P, "train")
         assert g.device.type == codes.device.type == h[:1].device.type == DEVICE
         trained = stages.drafters(P, progress=False)
