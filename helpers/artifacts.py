@@ -66,8 +66,8 @@ def save_tensors(path, tensors: dict[str, torch.Tensor]) -> Path:
                                                   str(p)))
 
 
-def load_tensors(path) -> dict[str, torch.Tensor]:
-    return load_file(str(path))
+def load_tensors(path, device: str = "cpu") -> dict[str, torch.Tensor]:
+    return {k: v.to(device) for k, v in load_file(str(path)).items()}
 
 
 def params_key(params: Any) -> str:

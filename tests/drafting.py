@@ -43,9 +43,9 @@ def random_drafters(predictor, seed=0):
     """Reused heads, random offsets and random Medusa heads (untrained but not trivial)."""
     gen = torch.Generator().manual_seed(seed)
     offsets = PositionOffsets(predictor, offsets=torch.randn(3, predictor.hidden_size, generator=gen,
-                                                            dtype=torch.float64).to(predictor.dtype))
+                                                            dtype=torch.float64).to(predictor.device, predictor.dtype))
     medusa = MedusaHeads(predictor)
     with torch.no_grad():
         medusa.heads.add_(0.5 * medusa.heads.std() * torch.randn(medusa.heads.shape, generator=gen,
-                                                                 dtype=torch.float64).to(predictor.dtype))
+                                                                 dtype=torch.float64).to(predictor.device, predictor.dtype))
     return {"reused": ReusedHeads(predictor), "offsets": offsets, "medusa": medusa}

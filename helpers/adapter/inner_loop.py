@@ -15,6 +15,7 @@ inner loop never share random draws: AR and speculative runs with the same seeds
 
 from __future__ import annotations
 
+import weakref
 from types import SimpleNamespace
 
 import torch
@@ -23,6 +24,19 @@ from torch import nn
 from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.sampling import SamplerConfig, frame_uniforms
+
+
+_PREDICTORS: "weakref.WeakKeyDictionary[nn.Module, CodePredictor]" = weakref.WeakKeyDictionary()
+
+
+def talker_predictor(talker: nn.Module) -> CodePredictor:
+    """The one `CodePredictor` of an official talker, built on first use and reused (with it, its fused core and
+    AR call: one weight copy per talker, however many syntheses). The predictor holds the talker's modules, not
+    the talker, so the cache entry goes when the talker does."""
+    p = _PREDICTORS.get(talker)
+    if p is None or p.official is not talker.code_predictor or p.c0_embedding is not talker.get_input_embeddings():
+        p = _PREDICTORS[talker] = CodePredictor.from_talker(talker)
+    return p
 
 
 class InnerLoop:
@@ -40,7 +54,7 @@ class InnerLoop:
         self.talker = talker
         self.decoder = decoder
         self.predictor = decoder.predictor if isinstance(decoder, SpeculativeDecoder) else (
-            predictor or CodePredictor.from_talker(talker))
+            predictor or talker_predictor(talker))
         self.seed = seed
         self.generator = torch.Generator().manual_seed(seed)
         self.calls: list[int] = []
@@ -85,7 +99,7 @@ class InnerLoop:
                              f"the talker asked for {sampler}")
         g = inputs_embeds[:, 0].to(p.dtype)
         c0 = self.c0_from_embedding(inputs_embeds[:, 1])
-        u = frame_uniforms(self.generator, p.num_codes, batch=g.shape[0])
+        u = frame_uniforms(self.generator, p.num_codes, batch=g.shape[0], device=p.device)
         if self.decoder == "ar":
             codes = decode_frame_ar(p, g, c0, sampler, u).codes                   # batched: 15 calls per row
             self.calls += [p.num_codes] * g.shape[0]

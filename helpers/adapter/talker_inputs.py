@@ -142,7 +142,7 @@ def batch_inputs(model: nn.Module, batch: list[Utterance], non_streaming: bool):
         labels.append(y)
     length = max(s.shape[0] for s in seqs)
     inputs = torch.stack([F.pad(s, (0, 0, 0, length - s.shape[0])) for s in seqs])
-    mask = torch.stack([(torch.arange(length) < s.shape[0]).long() for s in seqs])
+    mask = torch.stack([(torch.arange(length, device=inputs.device) < s.shape[0]).long() for s in seqs])
     return inputs, mask, starts, labels
 
 

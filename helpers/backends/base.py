@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from helpers.method.predictor import CodePredictor
+from helpers.adapter.inner_loop import talker_predictor
 from helpers.adapter.synthesis import Synthesis, synthesize
 from helpers.adapter.talker_inputs import Utterance, talker_states
 
@@ -58,10 +59,13 @@ class Backend:
 
     @property
     def predictor(self) -> CodePredictor:
-        """The inner loop every decoder runs: the official code predictor, or (where `inner_loop_dtype` differs from
-        the model's dtype) a copy of it and of E0 in that dtype, made once. The talker keeps the model's dtype."""
+        """The inner loop every decoder runs, one object per backend: the talker's own code predictor (the same one
+        synthesis uses: `talker_predictor`), or (where `inner_loop_dtype` differs from the model's dtype) a copy of it
+        and of E0 in that dtype, made once. The talker keeps the model's dtype."""
         if self._predictor is None:
-            self._predictor = CodePredictor.from_talker(self.model.talker, dtype=self.inner_loop_dtype)
+            own = self.inner_loop_dtype in (None, self.model.talker.code_predictor.lm_head[0].weight.dtype)
+            self._predictor = (talker_predictor(self.model.talker) if own else
+                               CodePredictor.from_talker(self.model.talker, dtype=self.inner_loop_dtype))
         return self._predictor
 
     # -- data, audio and ASR: the backend's own -------------------------------------------------

@@ -148,8 +148,8 @@ def teacher_forced(P: RunParams, role: str) -> tuple[torch.Tensor, TeacherForced
 
     def load(folder):
         t = load_tensors(folder / "teacher_forced.safetensors")
-        g = t["g"].to(b.predictor.dtype)
-        return g, TeacherForcedHidden(b.predictor, g, t["codes"]), t["codes"]
+        g, codes = t["g"].to(b.predictor.device, b.predictor.dtype), t["codes"].to(b.predictor.device)
+        return g, TeacherForcedHidden(b.predictor, g, codes), codes
 
     return _cached(P, "data", build, load, name=f"data-{role}")
 
@@ -217,7 +217,7 @@ def calibration(P: RunParams) -> Calibration:
         tables = {k: acceptance_table(d, h, codes, P.acceptance_width) for k, d in trained.drafters.items()}
         save_tensors(folder / "tables.safetensors", tables)
         entropy, top = target_sharpness(predictor, h, sampler(P))
-        pick = torch.linspace(0, len(codes) - 1, min(P.ceiling_frames, len(codes))).long()
+        pick = torch.linspace(0, len(codes) - 1, min(P.ceiling_frames, len(codes)), device=g.device).long()
         ceiling, covered = drafter_ceiling(predictor, g[pick], codes[pick], sampler(P), depth=P.depth, width=32,
                                            m=P.acceptance_width, beam=1024)
         trees = {k: {n: greedy_tree(a, n).paths for n in P.tree_sizes} for k, a in tables.items()}
@@ -300,8 +300,8 @@ def _save_runs(path, runs: list[Synthesis]) -> None:
                         for k, v in (("codes", r.codes), ("g", r.g), ("calls", torch.tensor(r.calls)))})
 
 
-def _load_runs(path, count: int) -> list[Synthesis]:
-    t = load_tensors(path)
+def _load_runs(path, count: int, device=None) -> list[Synthesis]:
+    t = load_tensors(path, device=str(device or "cpu"))
     return [Synthesis(t[f"{i}.codes"], t[f"{i}.g"], t[f"{i}.calls"].tolist()) for i in range(count)]
 
 
@@ -325,7 +325,8 @@ def syntheses(P: RunParams) -> tuple[list[Synthesis], list[Synthesis]]:
         _save_runs(folder / "spec.safetensors", [b.synthesize(s, main, seed=seed) for s, seed in zip(rows, seeds)])
 
     def load(folder):
-        return _load_runs(folder / "ar.safetensors", len(rows)), _load_runs(folder / "spec.safetensors", len(rows))
+        return (_load_runs(folder / "ar.safetensors", len(rows), b.model.device),
+                _load_runs(folder / "spec.safetensors", len(rows), b.model.device))
 
     return _cached(P, "evaluation", build, load, name="syntheses")
 

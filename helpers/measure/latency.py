@@ -28,7 +28,7 @@ import torch
 from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import Drafter
-from helpers.method.fused import FusedCore, FusedStep
+from helpers.method.fused import FusedStep, shared_core
 from helpers.measure.profile import round_profile
 from helpers.measure.timing import device_sync, interleaved, time_calls
 from helpers.method.sampling import SamplerConfig, frame_uniforms
@@ -63,7 +63,7 @@ def call_sweep(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Spar
     device = predictor.device
     if cuda_graph and device.type != "cuda":
         raise ValueError(f"CUDA graphs need a CUDA model, this one is on {device}")
-    core = FusedCore(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
+    core = shared_core(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
 
     def timed(step):
         inputs = step.example_inputs(t)

@@ -28,16 +28,17 @@ def acceptance_table(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, wid
     """a [K, width]: how often c_{t+d} is the rank-r draft from h_t, over all frames and valid t.
 
     h [B, 15, H] (h[:, t-1] = h_t, from free-running or teacher-forced decoding), codes [B, 16] (c0..c15).
+    Counted on h's device; the table (a host-side statistic) comes back on the CPU.
     """
-    hits = torch.zeros(drafter.depth, width, dtype=torch.float64)
-    trials = torch.zeros(drafter.depth, dtype=torch.float64)
+    hits = torch.zeros(drafter.depth, width, dtype=torch.float64, device=h.device)
+    trials = [0] * drafter.depth
     for t in range(1, drafter.num_codes):
         depth = min(drafter.depth, drafter.num_codes - t)
         cand = drafter.draft_logits(h[:, t - 1], t, depth).topk(width, dim=-1).indices     # [B, depth, m]
-        match = cand == codes[:, t + 1:t + 1 + depth, None]
-        hits[:depth] += match.sum(0).double().cpu()
-        trials[:depth] += h.shape[0]
-    return hits / trials.clamp(min=1)[:, None]
+        match = cand == codes[:, t + 1:t + 1 + depth, None].to(cand.device)
+        hits[:depth] += match.sum(0).double()
+        trials[:depth] = [n + h.shape[0] for n in trials[:depth]]
+    return (hits / hits.new_tensor(trials).clamp(min=1)[:, None]).cpu()
 
 
 def _check_table(a: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from helpers.method.predictor import CodePredictor
+from helpers.method.predictor import CodePredictor, causal_mask
 from helpers.method.sampling import SamplerConfig, target_probs
 
 
@@ -28,34 +28,35 @@ def target_sharpness(predictor: CodePredictor, h: torch.Tensor, sampler: Sampler
 
 @torch.no_grad()
 def _marginals(predictor: CodePredictor, g: torch.Tensor, codes: torch.Tensor, t: int, depth: int, width: int,
-               sampler: SamplerConfig, beam: int = 256) -> tuple[list[torch.Tensor], list[float]]:
+               sampler: SamplerConfig, beam: int = 256) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Marginals of c_{t+1..t+depth} given [g, c0..c_{t-1}] (c_t ~ p_t and onwards), by enumerating the
     `width` most probable codes below every kept path and keeping the `beam` most probable paths.
 
-    g [1, H_talker], codes [16] -> (marginals [V] per depth, the probability mass the paths cover per depth).
+    g [1, H_talker], codes [16] -> (marginals [V] per depth, the probability mass the paths cover per depth, 0-dim),
+    on the predictor's device.
     """
     cache = predictor.new_cache(1)
     x = torch.cat((g[:, None].to(predictor.dtype), predictor.embed(codes[None, :t], range(t))), dim=1)
-    hidden, k, v = predictor.forward_query(cache, x, torch.ones(t + 1, t + 1, dtype=torch.bool).tril())
+    hidden, k, v = predictor.forward_query(cache, x, causal_mask(t + 1, predictor.device))
     cache.commit(k, v)
     probs = target_probs(predictor.logits(hidden[:, -1:], [t])[:, 0], sampler).double()     # p_t [1, V]
     paths = torch.zeros(1, 0, dtype=torch.long, device=predictor.device)
-    weights = torch.ones(1, dtype=torch.float64)
+    weights = torch.ones(1, dtype=torch.float64, device=predictor.device)
     marginals, covered = [], []
     for level in range(1, depth + 1):
         top = probs.topk(min(width, probs.shape[-1]), dim=-1)                       # children of every path
-        w = (weights[:, None] * top.values.cpu()).flatten()
+        w = (weights[:, None] * top.values).flatten()
         keep = w.topk(min(beam, w.numel())).indices
         parent = keep // top.indices.shape[1]
-        paths = torch.cat((paths[parent], top.indices.flatten()[keep.to(top.indices.device)][:, None]), dim=1)
+        paths = torch.cat((paths[parent], top.indices.flatten()[keep][:, None]), dim=1)
         weights = w[keep]
         batch = paths.shape[0]
         wide = type(cache)(cache.k.expand(-1, batch, -1, -1, -1), cache.v.expand(-1, batch, -1, -1, -1), cache.length)
         code_pos = list(range(t, t + level))
-        hidden, _, _ = predictor.forward_query(wide, predictor.embed(paths, code_pos), torch.ones(level, level, dtype=torch.bool).tril())
+        hidden, _, _ = predictor.forward_query(wide, predictor.embed(paths, code_pos), causal_mask(level, predictor.device))
         probs = target_probs(predictor.logits(hidden[:, -1:], [t + level])[:, 0], sampler).double()   # [batch, V]
-        marginals.append((weights.to(probs.device)[:, None] * probs).sum(0))
-        covered.append(float(weights.sum()))
+        marginals.append((weights[:, None] * probs).sum(0))
+        covered.append(weights.sum())
     return marginals, covered
 
 
@@ -68,16 +69,17 @@ def drafter_ceiling(predictor: CodePredictor, g: torch.Tensor, codes: torch.Tens
 
     g [B, H_talker], codes [B, 16] (teacher-forced contexts); depth calls per (frame, t), batch <= beam.
     """
-    total = torch.zeros(depth, m, dtype=torch.float64)
-    mass = torch.zeros(depth, dtype=torch.float64)
-    count = torch.zeros(depth, dtype=torch.float64)
+    total = torch.zeros(depth, m, dtype=torch.float64, device=predictor.device)
+    mass = torch.zeros(depth, dtype=torch.float64, device=predictor.device)
+    count = [0] * depth
     n = predictor.num_codes
     for b in range(g.shape[0]):
         for t in range(1, n):
             d = min(depth, n - t)
             marginals, covered = _marginals(predictor, g[b:b + 1], codes[b], t, d, width, sampler, beam)
             for j, (marginal, c) in enumerate(zip(marginals, covered)):
-                total[j] += marginal.topk(m).values.cpu()
+                total[j] += marginal.topk(m).values
                 mass[j] += c
                 count[j] += 1
-    return total / count.clamp(min=1)[:, None], mass / count.clamp(min=1)
+    count = total.new_tensor(count).clamp(min=1)
+    return (total / count[:, None]).cpu(), (mass / count).cpu()

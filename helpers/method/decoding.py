@@ -8,14 +8,13 @@ so a speed comparison between them compares the calls, not two implementations.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 
 import torch
 
 from helpers.method.predictor import CodePredictor, KVCache
 from helpers.method.drafters import Drafter
-from helpers.method.fused import FusedCore, FusedStep, fusable, make_plans
+from helpers.method.fused import FusedStep, fusable, make_plans, shared_core
 from helpers.method.clock import no_clock
 from helpers.method.sampling import SamplerConfig, sample, target_probs
 from helpers.method.tree import SparseTree
@@ -61,15 +60,14 @@ def check_tree(predictor: CodePredictor, drafter: Drafter, tree: SparseTree) -> 
                          f"the predictor allows max_query={predictor.max_query}")
 
 
-_AR_STEPS: "weakref.WeakKeyDictionary[CodePredictor, FusedStep]" = weakref.WeakKeyDictionary()
-
-
 def ar_step(predictor: CodePredictor) -> FusedStep:
-    """The AR call (fused module at q = 1) of `predictor`, built once and refreshed if its weights change."""
-    step = _AR_STEPS.get(predictor)
-    if step is None:
-        step = _AR_STEPS[predictor] = FusedCore(predictor, max_depth=0).step(None)
-    step.core.refresh()
+    """The AR call (fused module at q = 1) on `predictor`'s shared core (`shared_core`), built once per core and
+    kept on the predictor (it lives as long as the predictor, no longer); the core refreshes if weights change."""
+    core = shared_core(predictor, max_depth=0)
+    step = predictor.__dict__.get("_ar_step")
+    if step is None or step.core is not core:
+        step = core.step(None)
+        object.__setattr__(predictor, "_ar_step", step)        # a plain attribute: not a registered submodule
     return step
 
 
@@ -109,7 +107,7 @@ class SpeculativeDecoder:
     def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig):
         check_tree(predictor, drafter, tree)
         self.predictor, self.drafter, self.tree, self.sampler = predictor, drafter, tree, sampler
-        self.core = FusedCore(predictor, max_depth=max(tree.max_depth, 1))
+        self.core = shared_core(predictor, max_depth=max(tree.max_depth, 1))
         self.plans = make_plans(self.core, tree, drafter)
         self.fused_drafts = fusable(drafter)
         self._cache: KVCache | None = None

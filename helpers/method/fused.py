@@ -189,6 +189,20 @@ class FusedCore(nn.Module):
         return FusedStep(self, tree, drafter)
 
 
+def shared_core(predictor: CodePredictor, max_depth: int = 3) -> FusedCore:
+    """The one `FusedCore` of `predictor` (refreshed), reused by its AR call and every decoder built on it.
+
+    Kept as a plain attribute of the predictor, so it lives exactly as long as the predictor (no global cache
+    holding weight copies); replaced by a deeper one when a tree needs more than its max_depth (decoders built
+    on the old one keep it while they live)."""
+    core = predictor.__dict__.get("_fused_core")
+    if core is None or core.max_depth < max_depth:
+        core = FusedCore(predictor, max_depth=max_depth)
+        object.__setattr__(predictor, "_fused_core", core)      # not a registered submodule (no state_dict entry)
+    core.refresh()
+    return core
+
+
 class FusedStep(nn.Module):
     """One fused draft+verify call for one tree (see the module docstring). tree None: the AR call.
 
@@ -240,6 +254,10 @@ class FusedStep(nn.Module):
         """Per-t float tables in the model dtype: cos/sin [15, q, 1, d], additive mask [15, 1, q, S + q];
         and `rows[t]`, everything a call at root position t reads, as views (eager calls gather nothing)."""
         core = self.core
+        device = core.heads.device
+        if self.visible.device != device:              # the model moved since this step was built
+            self.to(device)
+            self.t_inputs = [t.to(device) for t in self.t_inputs]
         self.cos_t = core.cos[self.position][:, :, None]
         self.sin_t = core.sin[self.position][:, :, None]
         self.mask_t = torch.zeros(self.visible.shape, dtype=core.cos.dtype, device=core.cos.device).masked_fill(

@@ -38,7 +38,7 @@ def replay_calls(decoder: SpeculativeDecoder, runs: list, seeds: list[int], stri
         generator = torch.Generator().manual_seed(seed)
         per_frame = []
         for f in range(run.codes.shape[0]):
-            u = frame_uniforms(generator, p.num_codes, batch=1)
+            u = frame_uniforms(generator, p.num_codes, batch=1, device=p.device)
             result = decoder.decode_frame(run.g[f:f + 1].to(p.device, p.dtype), run.codes[f:f + 1, 0].to(p.device), u)
             mismatched.append((result.codes[0] != run.codes[f, 1:].to(p.device)).any())   # on the device, no sync
             per_frame.append(result.calls)

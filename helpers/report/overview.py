@@ -47,7 +47,7 @@ def frame_walkthrough(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tenso
     position, drafts, accepted, codes emitted). Both emit the same c1..c15 (checked).
     """
     sampler = SamplerConfig()
-    u = frame_uniforms(torch.Generator().manual_seed(seed), predictor.num_codes, batch=1)
+    u = frame_uniforms(torch.Generator().manual_seed(seed), predictor.num_codes, batch=1, device=predictor.device)
     ar = decode_frame_ar(predictor, g, c0, sampler, u).codes[0].tolist()
     spec = SpeculativeDecoder(predictor, make_drafter(drafter_kind, predictor, depth), SparseTree.chain(depth),
                               sampler).decode_frame(g, c0, u)
