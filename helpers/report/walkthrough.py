@@ -1,0 +1,178 @@
+"""Notebook 00's hand-sized round: a toy code predictor (vocabulary 4, K = 2, a tree of 3 nodes) decoded with
+everything printed, and the numbers behind the losslessness argument.
+
+`toy_walkthrough` recomputes every round of `SpeculativeDecoder.decode_frame` with the reference
+`CodePredictor.forward_query` over the round's tree query (the decoder runs the fused call), using the decoder's
+own plans (trees, uniform columns, walk), and raises unless its codes, accepted counts and drafts equal the
+decoder's and its codes equal `decode_frame_ar`'s. Everything is returned as plain lists and dicts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
+from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.drafters import make_drafter
+from helpers.method.predictor import CodePredictor
+from helpers.method.sampling import SamplerConfig, frame_uniforms, sample, target_probs
+from helpers.method.tree import SparseTree
+
+TOY_SPEC = TinyTalkerSpec(hidden_size=16, num_heads=2, num_kv_heads=2, head_dim=8, vocab_size=4, num_code_groups=6,
+                          logit_scale=3.0, position_ramp=2.0)
+TOY_TREE = ((0,), (1,), (0, 0))         # two candidates for the first drafted code, one for the second
+
+
+def toy_decoder(seed: int = 0, depth: int = 2, tree=TOY_TREE) -> SpeculativeDecoder:
+    """An official tiny talker (vocabulary 4, codes c1..c5, float64) with reused heads as drafter, K = `depth`."""
+    predictor = CodePredictor.from_talker(build_tiny_talker(TOY_SPEC, seed=seed), max_query=len(tree) + 1)
+    return SpeculativeDecoder(predictor, make_drafter("reused", predictor, depth), SparseTree(tree), SamplerConfig())
+
+
+def toy_frame(seed: int = 0, num_codes: int = 5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A frame's inputs: g [1, H_talker], c0 [1] (random stand-ins for the talker) and uniforms u [1, num_codes]."""
+    gen = torch.Generator().manual_seed(seed)
+    g, c0 = random_frame_inputs(TOY_SPEC.talker_hidden_size, TOY_SPEC.talker_vocab_size, 1, gen)
+    return g, c0, frame_uniforms(gen, num_codes, batch=1)
+
+
+def _draw(p: torch.Tensor, u: float, drawn: int) -> dict:
+    """One inverse-CDF draw, for printing: p [V], its CDF, u, and the sampler's token with its CDF interval."""
+    cdf = p.cumsum(-1).tolist()
+    return {"p": p.tolist(), "cdf": cdf, "u": u, "draw": drawn,
+            "interval": [cdf[drawn - 1] if drawn else 0.0, cdf[drawn]]}
+
+
+@torch.no_grad()
+def toy_walkthrough(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> dict:
+    """Every round of one frame, recomputed with the reference stack. g [1, H], c0 [1], u [1, n].
+
+    Returns {"u", "c1", "rounds", "codes", "ar_codes", "accepted"}; each round: t, cache length, drafts [D][m],
+    nodes (query index, path, code position, token, uniform column, draw), walk, accepted, committed codes and
+    cache slots, and where the next drafts come from. Raises if any of it differs from the decoder's.
+    """
+    p, drafter, sampler, n = decoder.predictor, decoder.drafter, decoder.sampler, decoder.predictor.num_codes
+    uu = u[0].tolist()
+    cache = p.new_cache(1)
+    h = p.prefill(cache, g, c0)                                               # h_1 [1, H]
+    p1 = target_probs(p.logits(h[:, None], [1])[0, 0], sampler)
+    root = int(sample(p1, u[0, 0]))
+    out = {"u": uu, "c1": _draw(p1, uu[0], root), "rounds": []}
+    codes, accepted, drafts, t = [root], [], [], 1
+    while t < n:
+        plan = decoder.plans[t]
+        tree = plan.tree
+        if tree is None:
+            cand, tokens, depth, mask = None, [root], [0], torch.ones(1, 1, dtype=torch.bool)
+        else:
+            cand = drafter.draft_logits(h, t, plan.draft_depth)[0].topk(plan.draft_width, dim=-1).indices   # [D, m]
+            drafts.append((t, cand.tolist()))
+            tokens = [root] + cand[plan.node_depth, plan.node_rank].tolist()
+            depth, mask = tree.depth_list, tree.mask
+        query = torch.tensor([tokens], device=p.device)
+        x = p.embed(query, [t + d for d in depth])
+        hidden, k, v = p.forward_query(cache, x, mask, torch.tensor(depth, device=p.device))
+        probs = target_probs(p.logits(hidden, plan.out_pos)[0], sampler)                          # [q, V]
+        cols = plan.u_index.tolist()
+        ys = sample(probs, u[0].index_select(0, plan.u_index.to(u.device)).to(probs.device)).tolist()
+        node, path, taken = plan.walk(ys, tokens)
+        path = path.tolist()
+        nodes = [{"index": i, "path": "root" if i == 0 else str(tree.paths[i - 1]), "fed": f"c{t + depth[i]}",
+                  "token": tokens[i], "predicts": f"c{plan.out_pos[i]}", "u column": f"u{cols[i] + 1}",
+                  "children": plan.children[i], "on path": i in path, **_draw(probs[i], uu[cols[i]], ys[i])} for i in range(len(tokens))]
+        walk = []
+        for i in path:
+            kids = {tokens[c]: c for c in plan.children[i]}
+            if len(kids) != len(plan.children[i]):
+                raise RuntimeError(f"siblings under query index {i} carry equal tokens: {tokens}")
+            walk.append({"at": i, "sample": ys[i], "children tokens": sorted(kids),
+                         "descend to": kids.get(ys[i], "stop")})
+        rnd = {"t": t, "cache length": cache.length, "drafts": None if cand is None else cand.tolist(),
+               "nodes": nodes, "walk": walk, "accepted": len(taken) - 1,
+               "emitted": {f"c{t + 1 + j}": c for j, c in enumerate(taken)}}
+        codes += taken
+        accepted.append(len(taken) - 1)
+        t = plan.out_pos[node]
+        if t < n:
+            index = torch.tensor(path, device=p.device)
+            cache.commit(k.index_select(3, index), v.index_select(3, index))
+            rnd["committed"] = {f"slot {rnd['cache length'] + j}": f"c{rnd['t'] + j}={tokens[i]}"
+                                for j, i in enumerate(path)}
+            root, h = ys[node], hidden[:, node]
+            rnd["next drafts from"] = (f"h_{t} at query index {node} (path {nodes[node]['path']})"
+                                       if decoder.plans[t].tree is not None else
+                                       f"none: c{t + 1} is the frame's last code, one plain call")
+        out["rounds"].append(rnd)
+    spec = decoder.decode_frame(g, c0, u)
+    ar = decode_frame_ar(p, g, c0, sampler, u).codes[0].tolist()
+    if spec.codes[0].tolist() != codes or spec.accepted != accepted or ar != codes:
+        raise RuntimeError(f"walkthrough {codes} / accepted {accepted} differs from the decoder "
+                           f"{spec.codes[0].tolist()} / {spec.accepted} or AR {ar}")
+    if [(s, c.tolist()) for s, c in spec.drafts] != drafts:
+        raise RuntimeError(f"walkthrough drafts {drafts} differ from the decoder's {spec.drafts}")
+    out.update(codes=codes, ar_codes=ar, accepted=accepted)
+    return out
+
+
+def specinfer_deterministic(p: list[float], candidates: list[int]) -> dict:
+    """Multi-candidate speculative sampling (SpecInfer / Sequoia) with point-mass drafts, in closed form.
+
+    Candidate x_i is accepted with probability min(1, r(x_i) / 1) = r(x_i) under the current residual r (start:
+    r = p); on rejection r becomes norm(max(0, r - delta(x_i))), i.e. r with x_i zeroed and renormalised.
+    Returns the probability that each candidate is the accepted one and the residual after all rejections.
+    """
+    r, miss, accept = list(p), 1.0, []
+    for x in candidates:
+        accept.append(miss * r[x])
+        miss *= 1.0 - r[x]
+        rest = 1.0 - r[x]
+        r = [0.0 if v == x else r[v] / rest for v in range(len(r))]
+    return {"accept": accept, "residual": r}
+
+
+def acceptance_check(p: torch.Tensor, children: list[int], draws: int = 20000, seed: int = 0) -> dict:
+    """The walk's descent from a node whose target is p [V] and whose children carry tokens `children`.
+
+    Closed form: P(descend) = sum of p over the children's tokens; the token given a miss is p restricted to the
+    other tokens, renormalised; both equal `specinfer_deterministic`. Empirical: `draws` inverse-CDF draws with
+    uniforms from `frame_uniforms`, compared within 4 binomial standard errors (`ok`).
+    """
+    vocab = p.shape[-1]
+    pl = p.tolist()
+    exact = sum(pl[c] for c in children)
+    others = [v for v in range(vocab) if v not in children]
+    residual = [0.0 if v in children else pl[v] / (1.0 - exact) for v in range(vocab)]
+    spec = specinfer_deterministic(pl, children)
+    u = frame_uniforms(torch.Generator().manual_seed(seed), 1, batch=draws)[:, 0].to(p.device)
+    y = sample(p.expand(draws, vocab), u)
+    hit = torch.isin(y, torch.tensor(children, device=y.device))
+    freq = float(hit.double().mean())
+    se = math.sqrt(exact * (1 - exact) / draws)
+    missed = int((~hit).sum())
+    counts = torch.bincount(y[~hit], minlength=vocab).tolist()
+    emp_res = [c / max(missed, 1) for c in counts]
+    res_se = [math.sqrt(r * (1 - r) / max(missed, 1)) for r in residual]
+    return {"children tokens": children, "exact": exact, "specinfer": sum(spec["accept"]),
+            "specinfer residual": spec["residual"], "empirical": freq, "se": se, "draws": draws,
+            "residual": residual, "empirical residual": emp_res, "residual se": res_se, "misses": missed,
+            "others": others,
+            "ok": abs(freq - exact) <= 4 * se + 1e-12
+            and all(abs(e - r) <= 4 * s + 1e-12 for e, r, s in zip(emp_res, residual, res_se)),
+            "closed form equal": abs(sum(spec["accept"]) - exact) < 1e-12
+            and all(abs(a - b) < 1e-12 for a, b in zip(spec["residual"], residual))}
+
+
+def node_targets(walk: dict, round_index: int = 0) -> list[tuple[int, torch.Tensor, list[int]]]:
+    """The nodes of a walkthrough round that have children: (query index, target p [V], children's tokens)."""
+    nodes = walk["rounds"][round_index]["nodes"]
+    return [(nd["index"], torch.tensor(nd["p"], dtype=torch.float64), [nodes[c]["token"] for c in nd["children"]])
+            for nd in nodes if nd["children"]]
+
+
+def rounded(rows: list[dict], digits: int = 4) -> list[dict]:
+    """Rows with every float (and list of floats) rounded, for printing."""
+    def r(x):
+        return round(x, digits) if isinstance(x, float) else [r(y) for y in x] if isinstance(x, list) else x
+    return [{k: r(v) for k, v in row.items()} for row in rows]
