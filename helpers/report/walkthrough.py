@@ -172,7 +172,9 @@ def node_targets(walk: dict, round_index: int = 0) -> list[tuple[int, torch.Tens
 
 
 def rounded(rows: list[dict], digits: int = 4) -> list[dict]:
-    """Rows with every float (and list of floats) rounded, for printing."""
+    """Rows with every float written with `digits` decimals (lists of floats as "[a, b]"), for printing."""
     def r(x):
-        return round(x, digits) if isinstance(x, float) else [r(y) for y in x] if isinstance(x, list) else x
+        if isinstance(x, float):
+            return f"{x:.{digits}f}"
+        return "[" + ", ".join(str(r(y)) for y in x) + "]" if isinstance(x, list) else x
     return [{k: r(v) for k, v in row.items()} for row in rows]
