@@ -65,7 +65,7 @@ def toy_walkthrough(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tens
         plan = decoder.plans[t]
         tree = plan.tree
         if tree is None:
-            cand, tokens, depth, mask = None, [root], [0], torch.ones(1, 1, dtype=torch.bool)
+            cand, tokens, depth, mask = None, [root], [0], torch.ones(1, 1, dtype=torch.bool, device=p.device)
         else:
             cand = drafter.draft_logits(h, t, plan.draft_depth)[0].topk(plan.draft_width, dim=-1).indices   # [D, m]
             drafts.append((t, cand.tolist()))
@@ -145,7 +145,7 @@ def acceptance_check(p: torch.Tensor, children: list[int], draws: int = 20000, s
     others = [v for v in range(vocab) if v not in children]
     residual = [0.0 if v in children else pl[v] / (1.0 - exact) for v in range(vocab)]
     spec = specinfer_deterministic(pl, children)
-    u = frame_uniforms(torch.Generator().manual_seed(seed), 1, batch=draws)[:, 0].to(p.device)
+    u = frame_uniforms(torch.Generator().manual_seed(seed), 1, batch=draws, device=p.device)[:, 0]
     y = sample(p.expand(draws, vocab), u)
     hit = torch.isin(y, torch.tensor(children, device=y.device))
     freq = float(hit.double().mean())
@@ -165,9 +165,10 @@ def acceptance_check(p: torch.Tensor, children: list[int], draws: int = 20000, s
 
 
 def node_targets(walk: dict, round_index: int = 0) -> list[tuple[int, torch.Tensor, list[int]]]:
-    """The nodes of a walkthrough round that have children: (query index, target p [V], children's tokens)."""
+    """The nodes of a walkthrough round that have children: (query index, target p [V], children's tokens).
+    The walkthrough's numbers are host lists; p is rebuilt on the CPU."""
     nodes = walk["rounds"][round_index]["nodes"]
-    return [(nd["index"], torch.tensor(nd["p"], dtype=torch.float64), [nodes[c]["token"] for c in nd["children"]])
+    return [(nd["index"], torch.tensor(nd["p"], dtype=torch.float64, device="cpu"), [nodes[c]["token"] for c in nd["children"]])
             for nd in nodes if nd["children"]]
 
 
