@@ -81,7 +81,8 @@ def toy_walkthrough(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tens
         path = path.tolist()
         nodes = [{"index": i, "path": "root" if i == 0 else str(tree.paths[i - 1]), "fed": f"c{t + depth[i]}",
                   "token": tokens[i], "predicts": f"c{plan.out_pos[i]}", "u column": f"u{cols[i] + 1}",
-                  "children": plan.children[i], "on path": i in path, **_draw(probs[i], uu[cols[i]], ys[i])} for i in range(len(tokens))]
+                  "children": plan.children[i], "on path": i in path, **_draw(probs[i], uu[cols[i]], ys[i])}
+                 for i in range(len(tokens))]
         walk = []
         for i in path:
             kids = {tokens[c]: c for c in plan.children[i]}
@@ -168,8 +169,8 @@ def node_targets(walk: dict, round_index: int = 0) -> list[tuple[int, torch.Tens
     """The nodes of a walkthrough round that have children: (query index, target p [V], children's tokens).
     The walkthrough's numbers are host lists; p is rebuilt on the CPU."""
     nodes = walk["rounds"][round_index]["nodes"]
-    return [(nd["index"], torch.tensor(nd["p"], dtype=torch.float64, device="cpu"), [nodes[c]["token"] for c in nd["children"]])
-            for nd in nodes if nd["children"]]
+    return [(nd["index"], torch.tensor(nd["p"], dtype=torch.float64, device="cpu"),
+             [nodes[c]["token"] for c in nd["children"]]) for nd in nodes if nd["children"]]
 
 
 def rounded(rows: list[dict], digits: int = 4) -> list[dict]:
