@@ -26,17 +26,21 @@ from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 
 
-_PREDICTORS: "weakref.WeakKeyDictionary[nn.Module, CodePredictor]" = weakref.WeakKeyDictionary()
+_PREDICTORS: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
 
 
-def talker_predictor(talker: nn.Module) -> CodePredictor:
-    """The one `CodePredictor` of an official talker, built on first use and reused (with it, its fused core and
-    AR call: one weight copy per talker, however many syntheses). The predictor holds the talker's modules, not
-    the talker, so the cache entry goes when the talker does."""
-    p = _PREDICTORS.get(talker)
-    if p is None or p.official is not talker.code_predictor or p.c0_embedding is not talker.get_input_embeddings():
-        p = _PREDICTORS[talker] = CodePredictor.from_talker(talker)
-    return p
+def talker_predictor(talker: nn.Module, dtype: torch.dtype | None = None) -> CodePredictor:
+    """The one `CodePredictor` of an official talker in `dtype` (default: the talker's own, over its modules; another
+    dtype: over copies, `CodePredictor.from_talker`), built on first use and reused (with it, its fused core and AR
+    call: one weight copy per talker and dtype, however many syntheses). Entries hold the talker's modules, not the
+    talker, so they go when the talker does; they are rebuilt if the talker's modules are replaced."""
+    source = (talker.code_predictor, talker.get_input_embeddings())
+    dtype = dtype or source[0].lm_head[0].weight.dtype
+    by_dtype = _PREDICTORS.setdefault(talker, {})
+    entry = by_dtype.get(dtype)
+    if entry is None or entry[0] is not source[0] or entry[1] is not source[1]:
+        entry = by_dtype[dtype] = (*source, CodePredictor.from_talker(talker, dtype=dtype))
+    return entry[2]
 
 
 class InnerLoop:

@@ -55,18 +55,13 @@ class Backend:
     frames_per_second: float = 12.5
 
     inner_loop_dtype: torch.dtype | None = None   # the inner loop's dtype (code predictor, drafters); None: the model's
-    _predictor: CodePredictor | None = None
 
     @property
     def predictor(self) -> CodePredictor:
-        """The inner loop every decoder runs, one object per backend: the talker's own code predictor (the same one
-        synthesis uses: `talker_predictor`), or (where `inner_loop_dtype` differs from the model's dtype) a copy of it
-        and of E0 in that dtype, made once. The talker keeps the model's dtype."""
-        if self._predictor is None:
-            own = self.inner_loop_dtype in (None, self.model.talker.code_predictor.lm_head[0].weight.dtype)
-            self._predictor = (talker_predictor(self.model.talker) if own else
-                               CodePredictor.from_talker(self.model.talker, dtype=self.inner_loop_dtype))
-        return self._predictor
+        """The inner loop every decoder runs (`talker_predictor`: one object per talker and dtype, the one synthesis
+        uses): the talker's own code predictor, or a copy of it and of E0 in `inner_loop_dtype`. The talker keeps the
+        model's dtype."""
+        return talker_predictor(self.model.talker, self.inner_loop_dtype)
 
     # -- data, audio and ASR: the backend's own -------------------------------------------------
     def samples(self, role: str) -> list[Sample]:
