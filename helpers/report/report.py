@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from helpers.artifacts import atomic_write, load_json
+from helpers.report.paper import PAPER, PAPER_DRAFTERS
+from helpers.report.summary import summary_lines
 from helpers.report.tables import markdown
 
-PAPER = yaml.safe_load((Path(__file__).parent / "paper_numbers.yaml").read_text())
-PAPER_DRAFTERS = {"reused": "reused_lm_heads", "medusa": "medusa_heads", "offsets": "position_offsets"}
+__all__ = ["PAPER", "PAPER_DRAFTERS", "sections", "write_report", "lossless_lines", "legacy_keys_renamed"]
 
 
 TABLE1 = ("stage", "dataset", "language", "samples", "hours", "frames")
@@ -42,6 +41,7 @@ def sections(run_dir: Path, m: dict) -> list[str]:
            f"Git revision `{run.get('git_revision')}`{' (uncommitted changes)' if run.get('git_dirty') else ''}, "
            f"device {run.get('device')}, seed {P.get('seed')}. Wall time per notebook (s): "
            + ", ".join(f"{k} {v}" for k, v in run.get("wall_s", {}).items()) + ".", ""]
+    out += summary_lines(m)
     if "data" in m:
         ours = [{k: row[k] for k in TABLE1} for row in m["data"]["table"]]
         paper = [dict(zip(TABLE1, r[:5] + [float(r[5])])) for r in PAPER["table1_datasets"]]

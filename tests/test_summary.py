@@ -1,0 +1,51 @@
+"""The report's opening section is built from the run's metrics and says only what they show."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers.report.report import legacy_keys_renamed, write_report
+from helpers.report.summary import MIN_GAP, gap_share, summary_lines
+
+REFERENCE = Path(__file__).resolve().parents[1] / "outputs" / "mini-reference" / "metrics.json"
+
+
+def _metrics(reused=1.7, medusa=2.6, offsets=2.47, identical=100, compared=100):
+    return {"run": {"params": {"backend": "mini", "tree_size": 32, "top_k": 50}, "device": "cpu: test"},
+            "drafters": {"reused": {"tokens_per_step": reused}, "medusa": {"tokens_per_step": medusa},
+                         "offsets": {"tokens_per_step": offsets}},
+            "lossless": {"frames_identical": identical, "frames_compared": compared},
+            "target": {"top_prob": [0.5, 0.7], "entropy": [1.0, 0.5]},
+            "ceiling": {"top1": [0.6, 0.5, 0.4], "covered": [1.0, 0.99, 0.9]}}
+
+
+def test_gap_share_and_its_undefined_case():
+    assert gap_share(1.7, 2.6, 2.47) == pytest.approx(0.77 / 0.9)
+    assert gap_share(1.8, 1.8 + MIN_GAP / 2, 1.9) is None
+
+
+def test_sentences_carry_the_runs_numbers():
+    text = "\n".join(summary_lines(_metrics(reused=1.5, medusa=2.0, offsets=1.75)))
+    assert "offsets 1.75" in text and "offsets close 50% of it" in text
+    assert "0.60 of its probability" in text and "0.60, 0.50, 0.40" in text
+    assert "100 of 100 frames identical" in text and "NOT" not in text
+
+
+def test_a_failed_check_and_a_missing_gap_are_said():
+    text = "\n".join(summary_lines(_metrics(reused=1.8, medusa=1.81, identical=99)))
+    assert "99 of 100 frames identical" in text and "NOT all" in text
+    assert "no gap to split" in text and "close" not in text
+
+
+def test_nothing_measured_nothing_said():
+    assert summary_lines({"run": {"params": {}}}) == []
+
+
+def test_reference_run_report_opens_with_the_summary(tmp_path):
+    (tmp_path / "metrics.json").write_text(REFERENCE.read_text())
+    text = write_report(tmp_path)
+    m = legacy_keys_renamed(json.loads(REFERENCE.read_text()))
+    assert "## What this run shows, what the paper shows, and why they differ" in text
+    assert text.index("What this run shows") < text.index("## Table 1")
+    assert f"{m['lossless']['frames_identical']:,} of {m['lossless']['frames_compared']:,}" in text
