@@ -41,6 +41,19 @@ def acceptance_table(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, wid
     return (hits / hits.new_tensor(trials).clamp(min=1)[:, None]).cpu()
 
 
+def uncapped_table(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, size: int, width: int = 8) -> torch.Tensor:
+    """a [K, w]: an acceptance table wide enough that the greedy tree of `size` nodes does not take its last rank
+    (the table never caps the tree): w starts at max(width, size + 1) and doubles while the tree takes rank w - 1,
+    up to the vocabulary (where no rank is left out). h [B, 15, H], codes [B, 16] as `acceptance_table`."""
+    vocab = drafter.head_weight(1, 1).shape[0]
+    w = min(max(width, size + 1), vocab)
+    while True:
+        a = acceptance_table(drafter, h, codes, w)
+        if w == vocab or max(max(p) for p in greedy_tree(a, size).paths) < w - 1:
+            return a
+        w = min(2 * w, vocab)
+
+
 def _check_table(a: torch.Tensor) -> torch.Tensor:
     a = torch.as_tensor(a, dtype=torch.float64)
     if a.dim() != 2 or a.numel() == 0:
