@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from conftest import frame_inputs
-from helpers.method.calibration import acceptance_table, greedy_tree, uncapped_table
+from helpers.method.calibration import acceptance_table, greedy_tree, path_probability, tree_margin, uncapped_table
 from helpers.method.diagnostics import (Diagnostics, codebook_usage, diagnostics, own_drafts, own_head_loss,
                                         score_drafts, translation_constancy)
 from helpers.method.drafters import Drafter, MedusaHeads, PositionOffsets, ReusedHeads
@@ -138,3 +138,16 @@ def test_offsets_close_part_of_a_known_drift():
     t = r.diagnostics.translation
     assert bool((t["prenorm"].shared_share > 0.9).all()) and bool((t["normed"].shared_share < 0.2).all())
     assert r.to_dict()["loss_gap_closed"] == r.loss_gap_closed
+
+
+def test_tree_margin_explains_the_greedy_tree():
+    a = torch.tensor([[0.5, 0.3, 0.08], [0.2, 0.1, 0.05]], dtype=torch.float64)
+    tree = greedy_tree(a, 3)                                  # (0,) 0.5, (1,) 0.3, (0, 0) 0.1 beats (2,) 0.08
+    assert tree.paths == [(0,), (1,), (0, 0)]
+    m = tree_margin(tree, a)
+    assert m["per_depth"] == [2, 1] and m["weakest"] == ((0, 0), pytest.approx(0.1))
+    assert m["best_left_out"] == ((2,), pytest.approx(0.08)) and m["best_deeper"] is None     # depth K already
+    flat = torch.tensor([[0.3, 0.3, 0.3], [0.1, 0.1, 0.1]], dtype=torch.float64)
+    m = tree_margin(greedy_tree(flat, 3), flat)               # every depth-1 rank first: the tree stays at depth 1
+    assert m["per_depth"] == [3] and m["best_deeper"] == ((0, 0), pytest.approx(0.03))
+    assert path_probability((0, 5), a) == 0.0                 # beyond the table: never accepted
