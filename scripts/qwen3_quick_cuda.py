@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from helpers.artifacts import load_json, load_tensors, save_json  # noqa: E402
-from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree  # noqa: E402
+from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree, uncapped_table  # noqa: E402
 from helpers.method.drafters import PositionOffsets, ReusedHeads  # noqa: E402
 from helpers.experiment.params import load_params, parse_override  # noqa: E402
 from helpers.backends.qwen3.backend import Qwen3Backend  # noqa: E402
@@ -71,8 +71,8 @@ def main(argv=None) -> None:
     train_drafter(offsets, *hidden("train"), TrainConfig(P.drafter_epochs, P.drafter_lr, P.drafter_batch_size, P.seed))
     look = {}
     for name, drafter in (("reused", ReusedHeads(predictor, P.depth)), ("offsets", offsets)):
-        a_val = acceptance_table(drafter, *hidden("validation"), width=P.acceptance_width)
-        a_cal = acceptance_table(drafter, *hidden("calibration"), width=P.acceptance_width)
+        a_cal = uncapped_table(drafter, *hidden("calibration"), P.tree_size, P.acceptance_width)   # never caps the tree
+        a_val = acceptance_table(drafter, *hidden("validation"), width=a_cal.shape[1])
         tree = greedy_tree(a_cal, P.tree_size)
         look[name] = dict(validation_top1=[round(float(x), 4) for x in a_val[:, 0]],
                           expected_tokens_per_step=expected_tokens_per_step(tree, a_val))

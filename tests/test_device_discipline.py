@@ -14,8 +14,9 @@ import torch
 from device_check import DEVICE, backend_device_check, device_check, mix_errors
 from drafting import TREES, random_drafters
 from helpers.adapter.tiny import build_tiny_talker
-from helpers.method.calibration import acceptance_table
+from helpers.method.calibration import acceptance_table, uncapped_table
 from helpers.method.ceiling import drafter_ceiling
+from helpers.method.diagnostics import diagnostics
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import make_drafter
 from helpers.method.fused import FusedCore
@@ -101,6 +102,10 @@ def test_training_acceptance_and_ceiling(talker):
             assert a.shape == (3, 4) and bool(((a >= 0) & (a <= 1)).all())
         ceiling, covered = drafter_ceiling(p, g[:1], codes[:1], SAMPLER, depth=2, width=4, m=2, beam=8)
         assert ceiling.shape == (2, 2) and covered.shape == (2,)
+        assert uncapped_table(d, h[:], codes, 8, width=4).shape[1] >= 9
+        diag = diagnostics(p, {"medusa": d}, g, codes, SAMPLER, 3, ideal_frames=torch.tensor([1], device=dev),
+                           ideal=dict(width=2, beam=4))
+        assert diag.scores["ideal"].acceptance.device.type == DEVICE and set(diag.translation) == {"normed", "prenorm"}
 
 
 # -- the qwen3 backend: official generate, teacher forcing, replay, shards -------------------------------
@@ -149,6 +154,7 @@ def test_stages_on_the_device(qwen3_tiny, tmp_path, short):
         trained = stages.drafters(P, progress=False)
         assert trained.drafters["offsets"].offsets.device.type == DEVICE
         assert 0 < stages.calibration(P).frames <= FRAMES
+        assert stages.diagnostics(P).scores["offsets"].frames > 0
         ev = stages.evaluation(P)
         assert 0 < ev.frames_identical == ev.frames_compared
         stages._LOADED.clear()                                # the load path (artifacts read back from disk)

@@ -15,10 +15,11 @@ import torch
 
 from helpers.artifacts import cached_step, load_json, params_key, load_tensors, save_json, save_tensors
 from helpers.backends.base import Backend, Sample
-from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree
+from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree, uncapped_table
 from helpers.method.predictor import CodePredictor
 from helpers.method.ceiling import drafter_ceiling, target_sharpness
 from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.diagnostics import Diagnostics, diagnostics as compute_diagnostics
 from helpers.method.drafters import Drafter, make_drafter
 from helpers.experiment.params import RunParams
 from helpers.method.parity import CodeParity, FrameComparison, code_parity, compare_frames
@@ -195,7 +196,8 @@ def drafters(P: RunParams, progress: bool = True) -> TrainedDrafters:
 # -- calibration: free-running AR synthesis, acceptance tables, greedy trees ------------------------
 @dataclass
 class Calibration:
-    tables: dict[str, torch.Tensor]                # a [K, width] per drafter (free-running calibration data)
+    tables: dict[str, torch.Tensor]                # a [K, width] per drafter (free-running calibration data), wide
+                                                   # enough that no tree of tree_sizes takes the last rank
     trees: dict[str, dict[int, SparseTree]]        # greedy tree per drafter and N
     expected: dict[str, dict[int, float]]          # expected tokens/step per drafter and N
     entropy: list[float]                           # target p_t entropy per position (nats)
@@ -214,7 +216,8 @@ def calibration(P: RunParams) -> Calibration:
         g = torch.cat([r.g for r in runs]).to(predictor.dtype)
         codes = torch.cat([r.codes for r in runs])
         h = predictor.teacher_forced_hidden(g, codes)
-        tables = {k: acceptance_table(d, h, codes, P.acceptance_width) for k, d in trained.drafters.items()}
+        tables = {k: uncapped_table(d, h, codes, max(P.tree_sizes), P.acceptance_width)   # never caps a tree
+                  for k, d in trained.drafters.items()}
         save_tensors(folder / "tables.safetensors", tables)
         entropy, top = target_sharpness(predictor, h, sampler(P))
         pick = torch.linspace(0, len(codes) - 1, min(P.ceiling_frames, len(codes)), device=g.device).long()
@@ -234,7 +237,24 @@ def calibration(P: RunParams) -> Calibration:
         return Calibration(tables, trees, expected, c["entropy"], c["top_prob"], c["ceiling"], c["ceiling_covered"],
                            c["frames"])
 
-    return _cached(P, "calibration", build, load)
+    return _cached(P, "calibration", build, load, name="calibration-uncapped")   # (width-8 tables: "calibration")
+
+
+def diagnostics(P: RunParams) -> Diagnostics:
+    """Per-position diagnostics (`helpers.method.diagnostics`) of every trained drafter on the teacher-forced
+    validation frames; the ideal drafter on `ceiling_frames` of them. Saved as JSON, loaded as tensors."""
+    b = backend(P)
+    predictor, trained = b.predictor, drafters(P)
+
+    def build(folder):
+        g, _, codes = teacher_forced(P, "validation")
+        pick = torch.linspace(0, len(codes) - 1, min(P.ceiling_frames, len(codes)), device=g.device).long()
+        d = compute_diagnostics(predictor, trained.drafters, g, codes, sampler(P), P.depth, ideal_frames=pick,
+                                ideal=dict(width=32, beam=1024))
+        save_json(folder / "diagnostics.json", d.to_dict())
+
+    return _cached(P, "calibration", build, lambda folder: Diagnostics.from_dict(load_json(folder / "diagnostics.json")),
+                   name="diagnostics")
 
 
 def decoder(P: RunParams, kind: str, n: int) -> SpeculativeDecoder:

@@ -41,6 +41,19 @@ def acceptance_table(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, wid
     return (hits / hits.new_tensor(trials).clamp(min=1)[:, None]).cpu()
 
 
+def uncapped_table(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, size: int, width: int = 8) -> torch.Tensor:
+    """a [K, w]: an acceptance table wide enough that the greedy tree of `size` nodes does not take its last rank
+    (the table never caps the tree): w starts at max(width, size + 1) and doubles while the tree takes rank w - 1,
+    up to the vocabulary (where no rank is left out). h [B, 15, H], codes [B, 16] as `acceptance_table`."""
+    vocab = drafter.head_weight(1, 1).shape[0]
+    w = min(max(width, size + 1), vocab)
+    while True:
+        a = acceptance_table(drafter, h, codes, w)
+        if w == vocab or max(max(p) for p in greedy_tree(a, size).paths) < w - 1:
+            return a
+        w = min(2 * w, vocab)
+
+
 def _check_table(a: torch.Tensor) -> torch.Tensor:
     a = torch.as_tensor(a, dtype=torch.float64)
     if a.dim() != 2 or a.numel() == 0:
@@ -114,3 +127,26 @@ def _accept_length_dist(tree: SparseTree, a: torch.Tensor) -> list[float]:
         cont = sum(_path_prob(path + (r,), a) for r in tree.children[q])
         dist[len(path)] += reach - cont
     return dist
+
+
+def path_probability(path, a: torch.Tensor) -> float:
+    """A node's path product a[1][r_1] a[2][r_2] ... (0 beyond the table): its acceptance under independence."""
+    return _path_prob(tuple(path), _check_table(a))
+
+
+def tree_margin(tree: SparseTree, a: torch.Tensor) -> dict:
+    """Why a greedy tree stops where it does: nodes per depth, its weakest node, the best node it left out (never
+    worth more than the weakest: greedy), and the best node one level deeper than the tree (None at depth K).
+    Paths as tuples of ranks, products under `path_probability`."""
+    a = _check_table(a)
+    taken = set(tree.paths)
+    frontier = [p + (r,) for p in [()] + tree.paths for r in range(a.shape[1])
+                if len(p) < a.shape[0] and p + (r,) not in taken]
+    deeper = [p for p in frontier if len(p) == tree.max_depth + 1]
+    weakest = min(tree.paths, key=lambda p: _path_prob(p, a))
+    best_out = max(frontier, key=lambda p: _path_prob(p, a)) if frontier else None
+    best_deeper = max(deeper, key=lambda p: _path_prob(p, a)) if deeper else None
+    return {"per_depth": [sum(len(p) == d for p in tree.paths) for d in range(1, tree.max_depth + 1)],
+            "weakest": (weakest, _path_prob(weakest, a)),
+            "best_left_out": None if best_out is None else (best_out, _path_prob(best_out, a)),
+            "best_deeper": None if best_deeper is None else (best_deeper, _path_prob(best_deeper, a))}

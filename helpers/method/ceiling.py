@@ -83,3 +83,23 @@ def drafter_ceiling(predictor: CodePredictor, g: torch.Tensor, codes: torch.Tens
                 count[j] += 1
     count = total.new_tensor(count).clamp(min=1)
     return (total / count[:, None]).cpu(), (mass / count).cpu()
+
+
+@torch.no_grad()
+def ideal_drafts(predictor: CodePredictor, g: torch.Tensor, codes: torch.Tensor, sampler: SamplerConfig,
+                 depth: int = 3, width: int = 16, beam: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ideal drafter's rank-0 draft: the most probable code of the (enumerated) exact marginal of c_{t+j}
+    given h_t, per frame, start t and depth j.
+
+    g [B, H_talker], codes [B, 16] -> drafts [B, 14, depth] (long; row t-1 = start t; -1 where t + j > 15) and the
+    mass the enumeration covered [B, 14, depth] (float64, nan where t + j > 15), on the predictor's device.
+    """
+    n = predictor.num_codes
+    drafts = torch.full((g.shape[0], n - 1, depth), -1, dtype=torch.long, device=predictor.device)
+    covered = torch.full(drafts.shape, float("nan"), dtype=torch.float64, device=predictor.device)
+    for b in range(g.shape[0]):
+        for t in range(1, n):
+            marginals, mass = _marginals(predictor, g[b:b + 1], codes[b], t, min(depth, n - t), width, sampler, beam)
+            drafts[b, t - 1, :len(marginals)] = torch.stack([m.argmax() for m in marginals])
+            covered[b, t - 1, :len(mass)] = torch.stack(mass)
+    return drafts, covered

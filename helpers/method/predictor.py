@@ -174,6 +174,17 @@ class CodePredictor(nn.Module):
         k_cache, v_cache: [L, B, kv, S, d]
         returns hidden [B, q, H] (after the final norm), k_new, v_new [L, B, kv, q, d]
         """
+        h, k_new, v_new = self.residual_stream(x, positions, mask, k_cache, v_cache)
+        return self.final_norm(h), k_new, v_new
+
+    def final_norm(self, h: torch.Tensor) -> torch.Tensor:
+        """The final RMSNorm: the residual stream [..., H] -> the hidden state the heads read [..., H]."""
+        norm = self.official.model.norm
+        return rms_norm(h, norm.weight, norm.variance_epsilon)
+
+    def residual_stream(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
+                        k_cache: torch.Tensor, v_cache: torch.Tensor):
+        """`forward` without the final norm: the residual stream [B, q, H] before it, k_new, v_new."""
         batch, q, _ = x.shape
         if q > self.max_query:
             raise ValueError(f"query of {q} tokens is longer than this predictor's max_query={self.max_query}; "
@@ -205,8 +216,7 @@ class CodePredictor(nn.Module):
             h = h + attn.o_proj(o)
             h = h + layer.mlp(rms_norm(h, layer.post_attention_layernorm.weight,
                                        layer.post_attention_layernorm.variance_epsilon))
-        norm = self.official.model.norm
-        return rms_norm(h, norm.weight, norm.variance_epsilon), torch.stack(k_out), torch.stack(v_out)
+        return h, torch.stack(k_out), torch.stack(v_out)
 
     # ------------------------------------------------------------------ host helpers
     def attention_mask(self, cache_length: int, query_mask: torch.Tensor) -> torch.Tensor:
@@ -240,10 +250,11 @@ class CodePredictor(nn.Module):
         return hidden[:, 1]
 
     @torch.no_grad()
-    def teacher_forced_hidden(self, g: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+    def teacher_forced_hidden(self, g: torch.Tensor, codes: torch.Tensor, prenorm: bool = False) -> torch.Tensor:
         """Hidden states h_1..h_15 over ground-truth codes, as in the fine-tuning recipe.
 
-        g [B, H_talker], codes [B, 16] (c0..c15) -> h [B, 15, H] (h[:, i-1] produces c_i)
+        g [B, H_talker], codes [B, 16] (c0..c15) -> h [B, 15, H] (h[:, i-1] produces c_i); with `prenorm` the
+        residual stream before the final norm (`final_norm` of it is h).
         """
         if codes.shape[-1] != self.num_codes + 1:
             raise ValueError(f"codes must have {self.num_codes + 1} columns (c0..c{self.num_codes}), "
@@ -251,8 +262,10 @@ class CodePredictor(nn.Module):
         self.check_codes(codes, first_pos=0)
         x = torch.cat((g[:, None].to(self.dtype), self.embed(codes[:, :-1], range(self.num_codes))), dim=1)
         cache = self.new_cache(g.shape[0])
-        hidden, _, _ = self.forward_query(cache, x, causal_mask(self.slots, self.device))
-        return hidden[:, 1:]
+        positions = torch.arange(self.slots, device=self.device)
+        stream, _, _ = self.residual_stream(x, positions, self.attention_mask(0, causal_mask(self.slots, self.device)),
+                                            cache.k, cache.v)
+        return stream[:, 1:] if prenorm else self.final_norm(stream[:, 1:])
 
 
 def causal_mask(q: int, device=None) -> torch.Tensor:

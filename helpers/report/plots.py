@@ -158,3 +158,60 @@ def round_phases(profile: dict, device: str):
            title=f"Where a round's time goes on {device} (above: AR step / round)")
     ax.legend(fontsize=7, loc="upper left")
     return fig
+
+
+def draft_acceptance_by_position(diag, names: list[str] | None = None):
+    """Diagnostics (`helpers.method.diagnostics.Diagnostics`): acceptance E[p_target(rank-0 draft)] of c_{t+j} vs
+    start position t, one panel per depth j, one line per drafter ("own": H_{t+j} on h_{t+j}, no mismatch)."""
+    names = names or [k for k in diag.scores if k != "own_ideal_frames"]
+    fig, axes = plt.subplots(1, diag.depth, figsize=(3.6 * diag.depth, 3.2), sharey=True, squeeze=False)
+    for j, ax in enumerate(axes[0]):
+        for i, name in enumerate(names):
+            s = diag.scores[name]
+            acc = s.acceptance[:, j].numpy()
+            t = np.arange(1, len(acc) + 1)
+            ax.plot(t, acc, marker="o" if name == "ideal" else ".", ls=":" if name == "ideal" else "-",
+                    color="k" if name == "own" else f"C{i}", label=f"{name} (n={s.frames})")
+        ax.set(title=f"depth j = {j + 1}", xlabel="start position t (drafting c_{t+j})", ylim=(0, None))
+    axes[0][0].set_ylabel("acceptance E[p_target(draft)]")
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.suptitle("Rank-0 draft acceptance per position, teacher-forced validation (n = frames)")
+    fig.tight_layout()
+    return fig
+
+
+def translation_constancy(diag):
+    """Cosine of each start's mean displacement E[h_{t+j} - h_t] to the mean over t, after (solid) and before
+    (dashed) the final norm; the legend gives the share of the displacement one shared vector explains."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.4))
+    for key, ls in (("normed", "-"), ("prenorm", "--")):
+        c = diag.translation.get(key)
+        if c is None:
+            continue
+        for j in range(diag.depth):
+            cos = c.cosine[:, j].numpy()
+            ax.plot(np.arange(1, len(cos) + 1), cos, ls=ls, marker=".", color=f"C{j}",
+                    label=f"j={j + 1}, {'after' if key == 'normed' else 'before'} norm "
+                          f"(shared vector explains {float(c.shared_share[j]):.0%})")
+    ax.set(xlabel="start position t", ylabel="cosine(m_t,j , mean over t)", ylim=(-1.05, 1.05),
+           title="Is h_{t+j} - h_t one vector for every t? (1 = a translation)")
+    ax.legend(fontsize=6, loc="lower left", ncol=2)
+    return fig
+
+
+def codebook_usage(usage):
+    """Per codebook c1..c15: unigram entropy (bits) beside log2(codebook size), and the top code's share."""
+    c = np.arange(1, len(usage.entropy_bits) + 1)
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    ax.bar(c, usage.max_bits.numpy(), color="0.85", label="log2(codebook size): uniform use")
+    ax.bar(c, usage.entropy_bits.numpy(), color="C0", label="unigram entropy")
+    ax.set(xlabel="codebook (code position)", ylabel="bits", xticks=c,
+           title=f"Codebook usage ({usage.frames} frames)")
+    twin = ax.twinx()
+    twin.plot(c, usage.top_share.numpy(), color="C3", marker="s", label="top code's share")
+    twin.set(ylabel="share of frames", ylim=(0, 1))
+    twin.grid(False)
+    lines = ax.get_legend_handles_labels()
+    more = twin.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="lower right")
+    return fig
