@@ -49,3 +49,14 @@ def test_reference_run_report_opens_with_the_summary(tmp_path):
     assert "## What this run shows, what the paper shows, and why they differ" in text
     assert text.index("What this run shows") < text.index("## Table 1")
     assert f"{m['lossless']['frames_identical']:,} of {m['lossless']['frames_compared']:,}" in text
+
+
+def test_mismatch_sentence_from_the_diagnostics():
+    m = _metrics()
+    m["diagnostics"] = {"drafts": {k: {"acceptance_by_depth": [a, a / 2, a / 3]}
+                                   for k, a in (("own", 0.5), ("reused", 0.3), ("offsets", 0.45))},
+                        "translation": {"normed": {"shared_share": [0.02, 0.03, 0.04]},
+                                        "prenorm": {"shared_share": [0.9, 0.8, 0.7]}}}
+    text = "\n".join(summary_lines(m))
+    assert "own 0.500, reused 0.300, offsets 0.450" in text and "lose 0.200" in text
+    assert "normed: 2%, 3%, 4%; prenorm: 90%, 80%, 70%" in text

@@ -65,6 +65,28 @@ def limit_lines(m: dict) -> list[str]:
     return lines
 
 
+def mismatch_lines(m: dict) -> list[str]:
+    """The mismatch on teacher-forced validation frames (metrics' `diagnostics`): depth-1 acceptance of the own
+    head, the reused heads and each trained drafter, and whether the displacement h_{t+j} - h_t is a translation."""
+    diag = m.get("diagnostics", {})
+    drafts = diag.get("drafts", {})
+    if "own" not in drafts or "reused" not in drafts:
+        return []
+    acc = {k: v["acceptance_by_depth"][0] for k, v in drafts.items()}
+    named = ", ".join(f"{k} {a:.3f}" for k, a in acc.items())
+    lines = [f"- **Where the mismatch is** (teacher-forced validation, depth-1 acceptance E[p_target(draft)]): {named}. "
+             f"The own head reading its own state is the no-mismatch reference; the reused heads lose "
+             f"{acc['own'] - acc['reused']:.3f} to it."]
+    tr = diag.get("translation", {})
+    if tr:
+        shares = "; ".join(f"{k}: " + ", ".join(f"{x:.0%}" for x in v["shared_share"]) for k, v in tr.items())
+        lines.append(f"- One shared vector per depth explains this share of the displacement h_(t+j) - h_t "
+                     f"(depths 1..{len(next(iter(tr.values()))['shared_share'])}): {shares}. Offsets are such "
+                     "shared vectors: they can close the mismatch only as far as it is a translation (after the norm "
+                     "an offset is a logit bias; before it, a move of the normed direction).")
+    return lines
+
+
 def latency_lines(m: dict) -> list[str]:
     """Speedup per device at its best N beside the paper's devices, and the call overhead that explains it."""
     lines = []
@@ -101,7 +123,7 @@ def quality_lines(m: dict) -> list[str]:
 def summary_lines(m: dict) -> list[str]:
     """The section 'What this run shows, what the paper shows, and why they differ'."""
     P = m.get("run", {}).get("params", {})
-    body = (quality_lines(m) + drafter_lines(m, P.get("tree_size")) + limit_lines(m) + latency_lines(m))
+    body = (quality_lines(m) + drafter_lines(m, P.get("tree_size")) + mismatch_lines(m) + limit_lines(m) + latency_lines(m))
     if not body:
         return []
     return ["## What this run shows, what the paper shows, and why they differ", "",
