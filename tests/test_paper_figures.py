@@ -114,3 +114,14 @@ def test_figure4_builds_from_a_real_latency_run_with_the_papers_devices(run):
     labels = [t.get_text() for t in speed.get_legend().get_texts()]
     assert "this run: tokens/step (its ceiling), 2 frames" in labels and "paper: tokens/step (its ceiling)" in labels
     assert sum(lab.startswith("paper: ") for lab in cost.get_legend_handles_labels()[1]) == 3
+
+
+def test_example_round_is_the_first_with_accepted_drafts(run):
+    talker, predictor, g, c0, u = run
+    dec = SpeculativeDecoder(predictor, PositionOffsets(predictor, 3), greedy_tree(REFERENCE_TABLE, 8), SamplerConfig())
+    f, i, rec, res = pf.example_round(dec, g, c0, u)
+    assert rec.accepted >= 1 and round_records(dec, res)[i].accepted == rec.accepted
+    for earlier in range(f):                                      # no earlier frame had an accepted draft
+        assert max(dec.decode_frame(g[earlier:earlier + 1], c0[earlier:earlier + 1], u[earlier:earlier + 1]).accepted) == 0
+    f, i, rec, res = pf.example_round(dec, g, c0, u, min_accepted=99)
+    assert (f, i) == (0, 0)

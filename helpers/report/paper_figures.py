@@ -19,7 +19,10 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-from helpers.method.rounds import RoundRecord
+import torch
+
+from helpers.method.decoding import FrameResult, SpeculativeDecoder
+from helpers.method.rounds import RoundRecord, round_records
 
 PATH_COLOR, DRAFT_COLOR, CACHE_COLOR, AR_COLOR = "#2ca02c", "#1f77b4", "0.72", "#2ca02c"
 SHOWN = 6                                  # drafts per depth drawn in Figure 3
@@ -91,6 +94,22 @@ def nested_loops(run: dict, run_label: str, paper: dict | None = None):
 
 
 # ------------------------------------------------------------------ Figure 2
+def example_round(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor,
+                  min_accepted: int = 1) -> tuple[int, int, RoundRecord, FrameResult]:
+    """The first round, in frame order, that accepted at least `min_accepted` drafts (else frame 0's first round).
+    g [F, H_talker], c0 [F], u [F, 15] on the decoder's device. -> (frame, round index, record, the frame's result)"""
+    first = None
+    for f in range(g.shape[0]):
+        result = decoder.decode_frame(g[f:f + 1], c0[f:f + 1], u[f:f + 1])
+        for i, record in enumerate(round_records(decoder, result)):
+            if record.accepted >= min_accepted:
+                return f, i, record, result
+            first = first or (f, i, record, result)
+    if first is None:
+        raise ValueError("no frame had a tree round (give at least one frame)")
+    return first
+
+
 def _node_label(record: RoundRecord, i: int) -> str:
     return f"c{record.t + record.depth[i]}={record.tokens[i]}"
 
