@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from helpers.report import plots as _plots  # noqa: F401  (first: the headless backend and the shared theme)
+from helpers.report.plots import sns      # first: the headless backend and the shared theme
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -60,7 +60,7 @@ def nested_loops(run: dict, run_label: str, paper: dict | None = None):
     ax.set(xlim=(0, 10), ylim=(0, 6), title="Two nested loops per 80 ms frame")
     ax.axis("off")
     n = run["num_codes"]
-    _box(ax, 0.3, 3.8, 3.2, 1.3, f"talker (outer loop)\n1 call per frame\nemits c0", "#fde68a")
+    _box(ax, 0.3, 3.8, 3.2, 1.3, "talker (outer loop)\n1 call per frame\nemits c0", "#fde68a")
     _box(ax, 5.0, 3.8, 4.6, 1.3, f"code predictor (inner loop)\n{n} sequential calls (AR)\n"
          f"step k: c(k-1) -> c(k), k = 1..{n}", "#bfdbfe")
     _arrow(ax, (3.5, 4.45), (5.0, 4.45))
@@ -89,6 +89,7 @@ def nested_loops(run: dict, run_label: str, paper: dict | None = None):
                                                                              for s in systems.values())),
              title="Calls per second of audio")
     bars.legend(fontsize=8, loc="upper right")
+    sns.despine(ax=bars)
     fig.tight_layout()
     return fig
 
@@ -173,25 +174,27 @@ def tree_packing(record: RoundRecord, c0: int, codes: list[int], title: str = ""
 
 
 # ------------------------------------------------------------------ Figure 3
-def one_call(record: RoundRecord, hidden_size: int, title: str = ""):
+def one_call(record: RoundRecord, hidden_size: int, offsets: bool = True, title: str = ""):
     """Figure 3: inside one call at runtime position k = record.t: the head of c_k reads h and emits the code that
     is always kept (the AR path, record.tokens[0]); the offset block turns h into h + b_1..h + b_K and the heads of
-    c_{k+1}..c_{k+K} emit the drafts (record.drafts, by rank; green: the draft the next round accepted)."""
+    c_{k+1}..c_{k+K} emit the drafts (record.drafts, by rank; green: the draft the next round accepted).
+    offsets False: the reused heads (b = 0), the block passes h through unchanged."""
     k, drafts = record.t, record.drafts
     depth = len(drafts)
     fig, ax = plt.subplots(figsize=(10, 1.6 + 1.2 * (depth + 1)))
     top = depth + 1
     ax.set(xlim=(0, 11), ylim=(-0.6, top + 0.6))
     ax.axis("off")
-    _box(ax, 0.2, top - 0.9, 2.1, 0.8, f"decoder layers\n(one call)", "#e5e7eb")
+    _box(ax, 0.2, top - 0.9, 2.1, 0.8, "decoder layers\n(one call)", "#e5e7eb")
     ax.text(1.25, top + 0.15, f"h (H = {hidden_size})", ha="center", fontsize=8)
     _box(ax, 4.3, top - 0.85, 2.0, 0.7, f"head of c{k}", "#d1fae5")
     _arrow(ax, (2.3, top - 0.5), (4.3, top - 0.5), color=AR_COLOR, lw=2)
     _box(ax, 7.3, top - 0.85, 1.3, 0.7, f"c{k} = {record.tokens[0]}", PATH_COLOR)
     _arrow(ax, (6.3, top - 0.5), (7.3, top - 0.5), color=AR_COLOR, lw=2)
     ax.text(8.8, top - 0.5, "AR path: sampled, always kept", va="center", fontsize=8, color=AR_COLOR)
-    _box(ax, 2.5, 0.0, 1.1, depth - 0.2, f"offset\nblock\n({depth} x {hidden_size}\n= {depth * hidden_size}\nparams)",
-         "#fef3c7", fontsize=7)
+    block = (f"offset\nblock\n({depth} x {hidden_size}\n= {depth * hidden_size}\nparams)" if offsets
+             else "no offset\n(b = 0:\nreused\nheads)")
+    _box(ax, 2.5, 0.0, 1.1, depth - 0.2, block, "#fef3c7", fontsize=7)
     _arrow(ax, (1.25, top - 0.9), (2.5, (depth - 0.2) / 2), color=DRAFT_COLOR, ls="--")
     for j in range(1, depth + 1):
         yj = depth - j
