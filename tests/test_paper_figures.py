@@ -125,3 +125,14 @@ def test_example_round_is_the_first_with_accepted_drafts(run):
         assert max(dec.decode_frame(g[earlier:earlier + 1], c0[earlier:earlier + 1], u[earlier:earlier + 1]).accepted) == 0
     f, i, rec, res = pf.example_round(dec, g, c0, u, min_accepted=99)
     assert (f, i) == (0, 0)
+
+
+def test_frames_tokens_per_step_counts_the_decoders_calls(run):
+    from drafting import OracleDrafter
+    from helpers.method.tree import SparseTree
+    talker, predictor, g, c0, u = run
+    oracle = OracleDrafter(predictor, 3)                       # always drafts the true code at rank 0
+    u0 = frame_uniforms(torch.Generator().manual_seed(5), predictor.num_codes, batch=1)
+    oracle.codes = decode_frame_ar(predictor, g[:1], c0[:1], SamplerConfig(), u0).codes[0]
+    dec = SpeculativeDecoder(predictor, oracle, SparseTree.chain(3), SamplerConfig())
+    assert pf.frames_tokens_per_step(dec, g[:1], c0[:1], seed=5) == 3.0   # prefill + 4 rounds: c1 | 4 | 4 | 4 | 2

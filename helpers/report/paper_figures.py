@@ -23,6 +23,7 @@ import torch
 
 from helpers.method.decoding import FrameResult, SpeculativeDecoder
 from helpers.method.rounds import RoundRecord, round_records
+from helpers.method.sampling import frame_uniforms
 
 PATH_COLOR, DRAFT_COLOR, CACHE_COLOR, AR_COLOR = "#2ca02c", "#1f77b4", "0.72", "#2ca02c"
 SHOWN = 6                                  # drafts per depth drawn in Figure 3
@@ -42,6 +43,15 @@ def loop_calls(frames_per_second: float, num_codes: int, tokens_per_step: float)
         out[name] = {**frame, "per_second": {k: v * frames_per_second for k, v in frame.items()}}
     out["tokens_per_step"], out["frames_per_second"], out["num_codes"] = tokens_per_step, frames_per_second, num_codes
     return out
+
+
+@torch.no_grad()
+def frames_tokens_per_step(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tensor, seed: int) -> float:
+    """Codes per inner call of `decoder` over frames g [F, H_talker], c0 [F] (uniforms from `seed`): 15 F / calls."""
+    p = decoder.predictor
+    u = frame_uniforms(torch.Generator().manual_seed(seed), p.num_codes, batch=g.shape[0], device=p.device)
+    calls = sum(decoder.decode_frame(g[f:f + 1], c0[f:f + 1], u[f:f + 1]).calls for f in range(g.shape[0]))
+    return p.num_codes * g.shape[0] / calls
 
 
 def _box(ax, x, y, w, h, text, color, fontsize=9, **kw):
