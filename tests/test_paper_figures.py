@@ -93,10 +93,11 @@ def test_figures_1_to_3_build_from_a_real_round(run):
     assert len(mask_ax.get_xticklabels()) == rec.cache_length + len(rec.tokens)
     assert len(mask_ax.get_yticklabels()) == len(rec.tokens)
     assert mask_ax.get_xticklabels()[0].get_text() == "g@0"
-    fig3 = pf.one_call(rec, predictor.hidden_size)
+    fig3 = pf.one_call(rec, predictor.hidden_size, 3)
     texts = [t.get_text() for t in fig3.axes[0].texts]
     assert f"c{rec.t} = {rec.tokens[0]}" in texts and any("offset" in t for t in texts)
-    assert sum(t == f"head of c{rec.t + j}" for t in texts for j in range(1, 4)) == 3
+    assert sum(t == f"head of c{rec.t + j}" for t in texts for j in range(1, 4)) == len(rec.drafts) == 3
+    assert any(f"3 x {predictor.hidden_size}\n= {3 * predictor.hidden_size}" in t for t in texts)
 
 
 def test_figure4_builds_from_a_real_latency_run_with_the_papers_devices(run):
@@ -111,6 +112,7 @@ def test_figure4_builds_from_a_real_latency_run_with_the_papers_devices(run):
     fig = pf.speedup_and_overhead(lat["by_n"], lat["device"], lat["frames"], 2, paper)
     speed, cost = fig.axes
     assert labelled(speed) and labelled(cost) and cost.get_xscale() == cost.get_yscale() == "log"
+    assert [t.get_text() for t in cost.get_xticklabels()] == ["1", "5", "9", "17", "33", "65"]
     labels = [t.get_text() for t in speed.get_legend().get_texts()]
     assert "this run: tokens/step (its ceiling), 2 frames" in labels and "paper: tokens/step (its ceiling)" in labels
     assert sum(lab.startswith("paper: ") for lab in cost.get_legend_handles_labels()[1]) == 3

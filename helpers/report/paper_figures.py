@@ -184,10 +184,11 @@ def tree_packing(record: RoundRecord, c0: int, codes: list[int], title: str = ""
 
 
 # ------------------------------------------------------------------ Figure 3
-def one_call(record: RoundRecord, hidden_size: int, offsets: bool = True, title: str = ""):
+def one_call(record: RoundRecord, hidden_size: int, depth_k: int, offsets: bool = True, title: str = ""):
     """Figure 3: inside one call at runtime position k = record.t: the head of c_k reads h and emits the code that
     is always kept (the AR path, record.tokens[0]); the offset block turns h into h + b_1..h + b_K and the heads of
     c_{k+1}..c_{k+K} emit the drafts (record.drafts, by rank; green: the draft the next round accepted).
+    depth_k: the drafter's K (the block holds K x H parameters; a round's tree may use fewer depths).
     offsets False: the reused heads (b = 0), the block passes h through unchanged."""
     k, drafts = record.t, record.drafts
     depth = len(drafts)
@@ -202,7 +203,7 @@ def one_call(record: RoundRecord, hidden_size: int, offsets: bool = True, title:
     _box(ax, 7.3, top - 0.85, 1.3, 0.7, f"c{k} = {record.tokens[0]}", PATH_COLOR)
     _arrow(ax, (6.3, top - 0.5), (7.3, top - 0.5), color=AR_COLOR, lw=2)
     ax.text(8.8, top - 0.5, "AR path: sampled, always kept", va="center", fontsize=8, color=AR_COLOR)
-    block = (f"offset\nblock\n({depth} x {hidden_size}\n= {depth * hidden_size}\nparams)" if offsets
+    block = (f"offset\nblock\n(K x H =\n{depth_k} x {hidden_size}\n= {depth_k * hidden_size}\nparams)" if offsets
              else "no offset\n(b = 0:\nreused\nheads)")
     _box(ax, 2.5, 0.0, 1.1, depth - 0.2, block, "#fef3c7", fontsize=7)
     _arrow(ax, (1.25, top - 0.9), (2.5, (depth - 0.2) / 2), color=DRAFT_COLOR, ls="--")
@@ -218,7 +219,8 @@ def one_call(record: RoundRecord, hidden_size: int, offsets: bool = True, title:
     ax.text(7.3, -0.45, f"drafts by rank (first {min(SHOWN, len(drafts[0]))} of the top-{len(drafts[0])} of each "
             "drafted head); green: accepted by the walk",
             fontsize=7, color=DRAFT_COLOR)
-    ax.set_title(title or f"AR path and speculative path in one call, position k = {k}, K = {depth}")
+    used = "" if depth == depth_k else f" (this round's tree drafts {depth} of the K = {depth_k} positions)"
+    ax.set_title((title or f"AR path and speculative path in one call, position k = {k}, K = {depth_k}") + used)
     return fig
 
 
@@ -276,10 +278,11 @@ def speedup_and_overhead(by_n: dict, device: str, frames: int, calls: int, paper
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ov.set(xscale="log", yscale="log", xlabel="query length q = N + 1 (tokens)",
            ylabel="call time / AR call time (1 + overhead)", title="Verify-call cost vs query length")
-    qs = [1] + [n + 1 for n in ns]
+    points = np.concatenate([c.get_offsets() for c in ov.collections] + [line.get_xydata() for line in ov.get_lines()])
+    qs = sorted({int(q) for q in points[:, 0]})
     ov.set_xticks(qs, [str(q) for q in qs])
     ov.minorticks_off()
-    top = max(line.get_ydata().max() for line in ov.get_lines())
+    top = float(points[:, 1].max())
     yt = [v for v in (1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32) if v <= 1.1 * top]
     ov.set_yticks(yt, [f"{v:g}" for v in yt])
     ov.legend(fontsize=7, loc="upper left")
