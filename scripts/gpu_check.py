@@ -10,7 +10,8 @@ Four parts, each recorded even when another fails (the script exits non-zero if 
     tests/test_code_predictor.py (float32 / bfloat16 on CUDA track float64). --quick on the CPU: the checker's
     own test on the lazy device.
 (b) the notebook sequence (`python -m helpers PARAMS`) on the tiny saved Qwen3-TTS checkpoint of tests/qwen3_tiny.py
-    in bfloat16 on the device (bf16 inner loop: the report states the identical fraction and the parity test,
+    in bfloat16 on the device (notebook 06 with `cuda_graph: auto`: graph-captured call sweep and compiled section
+    on CUDA; the part fails unless metrics.json says graphs were on for the CUDA model) (bf16 inner loop: the report states the identical fraction and the parity test,
     notebook 08 passes when it does not reject), then with a float64 inner loop (`-p inner_loop_dtype=float64`:
     every frame identical). --quick: notebook 04 only, float64, CPU.
 (c) latency of the 0.6B-shaped code predictor (random weights, scripts/cuda_latency.py's model): p50 per call at
@@ -104,10 +105,15 @@ def part_sequence(device: str, quick: bool, out: Path, root: Path) -> dict:
                "-p", f"device={device}", "-p", f"run_name=tiny-{i}", *extra]
         run = _run(cmd, {}, out / f"sequence-{i}.log", timeout=240 if quick else 420)
         metrics = root / "outputs" / f"tiny-{i}" / "metrics.json"
-        lossless = json.loads(metrics.read_text()).get("lossless") if metrics.is_file() else None
+        m = json.loads(metrics.read_text()) if metrics.is_file() else {}
+        lossless = m.get("lossless")
         exact_ok = bool(lossless) and (not lossless.get("exact") or
                                        lossless["frames_identical"] == lossless["frames_compared"] > 0)
-        result["runs"][name] = {**run, "lossless": lossless, "ok": run["rc"] == 0 and exact_ok}
+        # notebook 06 (cuda_graph: auto): CUDA graphs on for a CUDA model, off on the CPU (absent: 06 did not run)
+        graphs = {dev: lat.get("cuda_graph") for dev, lat in m.get("latency", {}).items()}
+        graphs_ok = quick or (bool(graphs) and all(on == dev.startswith("cuda") for dev, on in graphs.items()))
+        result["runs"][name] = {**run, "lossless": lossless, "latency_cuda_graph": graphs,
+                                "ok": run["rc"] == 0 and exact_ok and graphs_ok}
     result["ok"] = all(r["ok"] for r in result["runs"].values())
     return result
 

@@ -29,6 +29,7 @@ CHOICES = {
     "attn_implementation": ("eager", "sdpa", "flash_attention_2"),
     "inner_loop_dtype": ("same", "float64", "float32", "bfloat16"),
     "compile": ("none", "inductor", "cuda_graph"),      # = helpers.method.compiled.COMPILE_MODES (a test checks)
+    "cuda_graph": ("auto", "on", "off"),
 }
 ITEM_CHOICES = {"languages": LANGUAGE_CODES, "drafters": DRAFTER_KINDS}
 POSITIVE = {"train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language", "depth",
@@ -130,6 +131,10 @@ class RunParams:
     # about a minute per decoder on a CPU), inductor (torch.compile, CPU or CUDA), cuda_graph (CUDA only)
     compile: str = "none"
     compile_tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 16])
+    # CUDA-graph capture in notebook 06's latency measurements: auto (on where the timed model is on CUDA, off
+    # elsewhere), on (CUDA only: refused on a CPU), off. On: the per-call sweep replays captured graphs, and with
+    # compile none the compiled section runs the captured (cuda_graph) decoders beside the eager ones
+    cuda_graph: str = "auto"
 
     def __post_init__(self):
         for f in fields(self):
@@ -150,6 +155,9 @@ class RunParams:
         for name in ("tree_sizes", "latency_tree_sizes", "compile_tree_sizes"):
             if not getattr(self, name) or any(not 1 <= n <= 64 for n in getattr(self, name)):
                 raise ParamsError(f"{name}={getattr(self, name)!r} must be a non-empty list of sizes in 1..64")
+        if self.cuda_graph == "on" and self.device == "cpu":
+            raise ParamsError("cuda_graph='on' needs device cuda (or auto on a CUDA machine); "
+                              "on a CPU use cuda_graph='auto' or 'off'")
         if self.compile == "cuda_graph" and self.device == "cpu":
             raise ParamsError("compile='cuda_graph' needs device cuda (or auto on a CUDA machine); "
                               "on a CPU use compile='inductor' or 'none'")
@@ -196,6 +204,17 @@ class RunParams:
     def exact(self) -> bool:
         """Whether AR and speculative codes must be identical (a float64 inner loop) or agree in distribution."""
         return self.inner_dtype == "float64"
+
+    def graphs_on(self, device_type: str) -> bool:
+        """Whether the latency measurements capture CUDA graphs for a model on `device_type` ("cpu", "cuda")."""
+        if self.cuda_graph == "on" and device_type != "cuda":
+            raise ParamsError(f"cuda_graph='on' needs the timed model on CUDA, it is on {device_type!r} "
+                              f"(device={self.device!r}); use cuda_graph='auto' or 'off'")
+        return self.cuda_graph == "on" or (self.cuda_graph == "auto" and device_type == "cuda")
+
+    def compiled_mode(self, device_type: str) -> str:
+        """The compiled section's mode in notebook 06: `compile` where set, else cuda_graph where graphs are on."""
+        return self.compile if self.compile != "none" else ("cuda_graph" if self.graphs_on(device_type) else "none")
 
     @property
     def run_dir(self) -> Path:

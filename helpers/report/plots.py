@@ -120,25 +120,6 @@ def target_sharpness(entropy: list[float], top_prob: list[float]):
     return fig
 
 
-def speedup_vs_tree_size(by_n: dict, device: str, paper: dict | None = None):
-    """The paper's Figure 4 for one device: measured and realised speedup vs N, tokens/step (the ceiling) dashed,
-    the paper's devices as markers where given ({device: {N: speedup}})."""
-    ns = sorted(by_n, key=int)
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(ns, [by_n[n]["tokens_per_step"] for n in ns], ls="--", color="0.4", label="tokens/step (ceiling)")
-    ax.plot(ns, [by_n[n]["realised_speedup"] for n in ns], marker="s", label="realised: tokens/step / (1 + overhead)")
-    if "measured_speedup" in by_n[ns[0]]:
-        ax.plot(ns, [by_n[n]["measured_speedup"] for n in ns], marker="o", label="measured, whole frames")
-    for name, points in (paper or {}).items():
-        ax.scatter(list(points), list(points.values()), marker="D", s=25, label=f"paper: {name}")
-    ax.axhline(1.0, color="0.5", lw=0.8)
-    ax.set(xscale="log", xlabel="tree size N", ylabel="speedup over AR", title=f"Inner-loop speedup on {device}")
-    ax.set_xticks([int(n) for n in ns], labels=[str(n) for n in ns])
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-    ax.legend(fontsize=7)
-    return fig
-
-
 def round_phases(profile: dict, device: str):
     """Where the time goes (`profile.round_profile`): ms per AR step and per speculative round, stacked by
     phase (host = query + walk + commit), AR step / round written above each speculative bar."""

@@ -1,0 +1,69 @@
+"""What one speculative round of a decoded frame looked like: its query, mask, positions and accepted path.
+
+`round_records(decoder, result)` rebuilds every tree round of a `FrameResult` from what the decoder recorded (the
+drafts of each round, the committed codes) and the decoder's own plans: the query tokens are the plan's
+`cand[node_depth, node_rank]` behind the root, the mask and the RoPE positions are the fused call's own buffers
+(`FusedStep.visible[t]`, `FusedStep.position[t]`), and the accepted path is the plan's `walk` over the committed
+codes. It raises if the walk does not reproduce the committed codes, so a record is the round that ran.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from helpers.method.decoding import FrameResult, SpeculativeDecoder
+
+
+@dataclass
+class RoundRecord:
+    """One tree round, root at code position t (the root token is c_t; query index 0).
+
+    tokens [q] (root then nodes, sorted by depth), paths (query index -> rank path, root ()), depth [q],
+    positions [q] (RoPE position ids: t + 1 + depth), visible [q, S + q] bool (the call's mask: S cache slots,
+    slot 0 = g, slot 1 = c0, slot j = c_{j-1}, of which the first `cache_length` = t + 1 are filled, then the
+    query), drafts [D, m] (candidates per drafted position c_{t+1+d}, by rank), accepted_path (query indices
+    root .. stop node), committed (codes this round commits: the accepted drafts, then the stop node's draw).
+    """
+
+    t: int
+    tokens: list[int]
+    paths: list[tuple[int, ...]]
+    depth: list[int]
+    positions: list[int]
+    visible: torch.Tensor
+    cache_length: int
+    drafts: list[list[int]]
+    accepted_path: list[int]
+    committed: list[int]
+
+    @property
+    def accepted(self) -> int:
+        """Drafts accepted in this round (committed codes - 1)."""
+        return len(self.accepted_path) - 1
+
+
+def round_records(decoder: SpeculativeDecoder, result: FrameResult) -> list[RoundRecord]:
+    """Every tree round of `result` (a frame `decoder.decode_frame` returned, batch 1), in order."""
+    codes = result.codes[0].tolist()                       # c1..c15
+    records = []
+    for i, (t, cand) in enumerate(result.drafts):
+        plan = decoder.plans[t]
+        if plan.tree is None:
+            raise ValueError(f"round {i} at t={t} has drafts but its plan has no tree")
+        cand = cand.to(plan.node_depth.device)
+        tokens = [codes[t - 1]] + cand[plan.node_depth, plan.node_rank].tolist()
+        committed = codes[t:t + result.accepted[i] + 1]
+        depth = plan.tree.depth_list
+        ys = [committed[d] if d < len(committed) else -1 for d in depth]   # each node's draw, where it is known
+        node, path, taken = plan.walk(ys, tokens)
+        if taken != committed:
+            raise AssertionError(f"round {i} (t={t}): the walk over the recorded codes commits {taken}, "
+                                 f"the decoder committed {committed}")
+        step = plan.step
+        records.append(RoundRecord(
+            t=t, tokens=tokens, paths=[()] + list(plan.tree.paths), depth=depth,
+            positions=step.position[t].tolist(), visible=step.visible[t], cache_length=t + 1,
+            drafts=cand.tolist(), accepted_path=path.tolist(), committed=committed))
+    return records
