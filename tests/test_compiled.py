@@ -30,7 +30,7 @@ def decode_all(decoder, g, c0, u):
     return [decoder.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]) for i in range(g.shape[0])]
 
 
-@pytest.mark.parametrize("drafter_name", ["offsets", "medusa", "reused"])
+@pytest.mark.parametrize("drafter_name", ["offsets", "offsets_prenorm", "medusa", "reused"])
 @pytest.mark.parametrize("tree_name", ["sparse4", "full2", "chain", "sparse16"])
 def test_device_round_equals_eager_decoders(tiny, drafter_name, tree_name):
     """The modules uncompiled: codes equal the eager AR loop, calls (drafts too) equal the eager speculative one."""
