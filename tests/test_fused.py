@@ -92,7 +92,8 @@ def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned
         assert (logits[0, qi] - ref).abs().max() < TOL, f"node {qi}"
         usable = min(tree.max_depth, cp.num_codes - out_pos)                            # drafts within the frame
         if usable:
-            cand = drafter.draft_logits(r if drafter.prenorm else h, out_pos, usable)[0].topk(max(tree.width), dim=-1).indices
+            state = r if drafter.prenorm else h                                         # what the drafter reads
+            cand = drafter.draft_logits(state, out_pos, usable)[0].topk(max(tree.width), dim=-1).indices
             assert torch.equal(drafts[0, qi, :usable], cand), f"drafts of node {qi}"
 
 

@@ -100,7 +100,8 @@ class SpeculativeDecoder:
     """Draft with `drafter`, verify the whole `tree` in one fused call per round, walk it with the shared sampler.
 
     The fused call also returns the next round's drafts from every node (for the built-in drafters;
-    others draft on the host from the stop node's hidden state, r before the final norm for a `prenorm` drafter), so a round on the host is: pick the
+    others draft on the host from the stop node's hidden state, r before the final norm for a `prenorm` drafter),
+    so a round on the host is: pick the
     stop node's drafts, one call, sample every token at once, walk, commit the accepted path's KV.
     """
 

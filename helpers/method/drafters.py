@@ -8,7 +8,8 @@
 - `MedusaHeads`: a new Linear(hidden, vocab) per start position t and depth j (initialised from H_{t+j}).
 
 A drafter reads h_t, or r_t where `prenorm` is set; `CodePredictor.teacher_forced_hidden(prenorm=True)` and the
-fused call give r, and h = `CodePredictor.final_norm(r)`. Candidates are the top-m tokens of the draft logits at each depth (deterministic).
+fused call give r, and h = `CodePredictor.final_norm(r)`. Candidates are the top-m tokens of the draft logits at
+each depth (deterministic).
 
 Trained parameters are masters in at least float32 (`master_dtype`: float32 beside a bf16 / fp16 code predictor,
 float64 beside a float64 one), cast to the hidden state's dtype where used; the training loss runs in the master
@@ -119,7 +120,8 @@ class PositionOffsets(Drafter):
 
 
 class PreNormOffsets(PositionOffsets):
-    """The same K vectors b_j [K, H], added to the residual stream before the frozen final norm: H_{t+j}(norm(r_t + b_j)).
+    """The same K vectors b_j [K, H], added to the residual stream before the frozen final norm:
+    H_{t+j}(norm(r_t + b_j)).
 
     Where the post-norm offsets shift every logit of H_{t+j} by the fixed W_{t+j} b_j, these move the state before
     the norm: its direction changes by an amount that depends on r_t (a small |r_t| moves more), so the change of
