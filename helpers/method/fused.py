@@ -8,6 +8,9 @@
          drafts [B, q, D, m] (long)  next round's top-m candidates at depths 1..D from EVERY node
                                      (B = 1: one stream; or hidden [B, q, H] when the drafter cannot be fused)
 
+A pre-norm drafter (`Drafter.prenorm`, offsets added to the residual stream before the final RMSNorm) keeps the last
+layer's output r and reads norm(r + [0, b_1..b_D]): row 0 is norm(r) = h, the target logits; nothing else changes.
+
 `q = N + 1` is the root (`c_t`, the code just sampled) followed by the tree's nodes; `t` is the root's
 code position (1..14). Everything that depends on `t` is a row of a buffer indexed by `t` (one
 `index_select` each): the flat embedding-row offset of each token (the 15 input tables `E_1..E_15`
