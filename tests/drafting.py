@@ -3,7 +3,7 @@
 import torch
 
 from helpers.method.calibration import REFERENCE_TABLE as TABLE, greedy_tree
-from helpers.method.drafters import Drafter, MedusaHeads, PositionOffsets, ReusedHeads
+from helpers.method.drafters import Drafter, MedusaHeads, PositionOffsets, PreNormOffsets, ReusedHeads
 from helpers.method.tree import SparseTree
 
 
@@ -40,7 +40,8 @@ class OracleDrafter(Drafter):
 
 
 def random_drafters(predictor, seed=0):
-    """Reused heads, random offsets and random Medusa heads (untrained but not trivial)."""
+    """Reused heads, random offsets (after and before the final norm) and random Medusa heads (untrained but not
+    trivial)."""
     gen = torch.Generator().manual_seed(seed)
     offsets = PositionOffsets(predictor, offsets=torch.randn(3, predictor.hidden_size, generator=gen,
                                                             dtype=torch.float64).to(predictor.device, predictor.dtype))
@@ -48,4 +49,6 @@ def random_drafters(predictor, seed=0):
     with torch.no_grad():
         medusa.heads.add_(0.5 * medusa.heads.std() * torch.randn(medusa.heads.shape, generator=gen,
                                                                  dtype=torch.float64).to(predictor.device, predictor.dtype))
-    return {"reused": ReusedHeads(predictor), "offsets": offsets, "medusa": medusa}
+    prenorm = PreNormOffsets(predictor, offsets=torch.randn(3, predictor.hidden_size, generator=gen,
+                                                            dtype=torch.float64).to(predictor.device, predictor.dtype))
+    return {"reused": ReusedHeads(predictor), "offsets": offsets, "offsets_prenorm": prenorm, "medusa": medusa}

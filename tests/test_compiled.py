@@ -30,7 +30,7 @@ def decode_all(decoder, g, c0, u):
     return [decoder.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]) for i in range(g.shape[0])]
 
 
-@pytest.mark.parametrize("drafter_name", ["offsets", "medusa", "reused"])
+@pytest.mark.parametrize("drafter_name", ["offsets", "offsets_prenorm", "medusa", "reused"])
 @pytest.mark.parametrize("tree_name", ["sparse4", "full2", "chain", "sparse16"])
 def test_device_round_equals_eager_decoders(tiny, drafter_name, tree_name):
     """The modules uncompiled: codes equal the eager AR loop, calls (drafts too) equal the eager speculative one."""
@@ -49,13 +49,14 @@ def test_device_round_equals_eager_decoders(tiny, drafter_name, tree_name):
     assert all(torch.equal(r.codes[0], ar[i]) and r.calls == 15 for i, r in enumerate(ar_mod))
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_compiled_aot_eager_equals_eager(dtype):
+@pytest.mark.parametrize("dtype,drafter_name", [(torch.float64, "offsets"), (torch.float32, "offsets"),
+                                                (torch.float32, "offsets_prenorm")])
+def test_compiled_aot_eager_equals_eager(dtype, drafter_name):
     """torch.compile (aot_eager): AR and speculative (N = 4, 3 pruned rounds + the AR call) == the eager path
-    in the same dtype."""
+    in the same dtype; offsets after and before the final norm."""
     spec = SPECS["h96gqa"]
     cp = CodePredictor.from_talker(build_tiny_talker(spec, seed=1, dtype=dtype))
-    drafter = random_drafters(cp, seed=2)["offsets"]
+    drafter = random_drafters(cp, seed=2)[drafter_name]
     g, c0, u = frames(spec, 8, seed=7, dtype=dtype)
     ar = decode_frame_ar(cp, g, c0, SAMPLER, u).codes
     compiled_ar = CompiledAR(cp, SAMPLER, "inductor", torch_backend="aot_eager")

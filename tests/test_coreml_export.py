@@ -11,7 +11,7 @@ import torch
 
 from helpers.method.predictor import CodePredictor
 from helpers.measure.coreml_export import export_calls
-from helpers.method.drafters import PositionOffsets
+from helpers.method.drafters import PositionOffsets, PreNormOffsets
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker
 from helpers.method.tree import SparseTree
 
@@ -19,10 +19,11 @@ SPEC = TinyTalkerSpec(hidden_size=32, num_layers=1, num_heads=4, num_kv_heads=2,
                       talker_hidden_size=24)
 
 
-def test_export_both_calls_fp16_and_w8a16(tmp_path):
+@pytest.mark.parametrize("offsets", [PositionOffsets, PreNormOffsets])
+def test_export_both_calls_fp16_and_w8a16(tmp_path, offsets):
     pytest.importorskip("coremltools")
     cp = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=torch.float32))
-    drafter = PositionOffsets(cp, offsets=0.1 * torch.randn(3, SPEC.hidden_size))
+    drafter = offsets(cp, offsets=0.1 * torch.randn(3, SPEC.hidden_size))
     tree = SparseTree.full(2, 3)
     report = export_calls(cp, drafter, tree, tmp_path / "coreml")
     names = [p.name for p in report.packages]

@@ -94,11 +94,11 @@ def test_training_acceptance_and_ceiling(talker):
         p = CodePredictor.from_talker(talker)
         g, codes = g.to(dev), codes.to(dev)
         h = TeacherForcedHidden(p, g, codes)
-        for kind in ("offsets", "medusa"):
+        for kind in ("offsets", "offsets_prenorm", "medusa"):
             d = make_drafter(kind, p, 3)
             losses = train_drafter(d, h, codes, TrainConfig(epochs=1, batch_size=4), progress=False).loss_history
             assert len(losses) == 2
-            a = acceptance_table(d, h[:], codes, width=4)
+            a = acceptance_table(d, h.for_drafter(d)[:], codes, width=4)
             assert a.shape == (3, 4) and bool(((a >= 0) & (a <= 1)).all())
         ceiling, covered = drafter_ceiling(p, g[:1], codes[:1], SAMPLER, depth=2, width=4, m=2, beam=8)
         assert ceiling.shape == (2, 2) and covered.shape == (2,)

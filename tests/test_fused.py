@@ -33,21 +33,24 @@ def _committed_cache(cp, g, c0, committed):
 
 
 def _sequential_hidden(cp, cache, tree, tokens, t, live):
-    """Hidden state of every live query token, feeding its path one token per call (each node extends
-    its parent's cache by one call). tokens: the query [root, nodes...] as ints -> {query index: h [1, H]}."""
+    """Pre-norm state of every live query token, feeding its path one token per call (each node extends
+    its parent's cache by one call). tokens: the query [root, nodes...] as ints -> {query index: r [1, H]}
+    (h = cp.final_norm(r))."""
     caches, hidden = {}, {}
     for qi in live:
         parent = int(tree.parent[qi])
         base = cache if parent < 0 else caches[parent]
         c = KVCache(base.k.clone(), base.v.clone(), base.length)
-        h, k, v = cp.forward_query(c, cp.embed(torch.tensor([[tokens[qi]]]), [t + int(tree.depth[qi])]), causal_mask(1))
+        h, k, v = cp.forward_query(c, cp.embed(torch.tensor([[tokens[qi]]]), [t + int(tree.depth[qi])]), causal_mask(1),
+                                   prenorm=True)
         c.commit(k, v)
         caches[qi], hidden[qi] = c, h[:, 0]
     return hidden
 
 
 @pytest.mark.parametrize("tree_name,drafter_name", [("full2x3", "reused"), ("sparse7", "offsets"),
-                                                   ("greedy16", "medusa"), ("greedy16", "offsets")])
+                                                   ("greedy16", "medusa"), ("greedy16", "offsets"),
+                                                   ("sparse7", "offsets_prenorm"), ("greedy16", "offsets_prenorm")])
 @pytest.mark.parametrize("t,pruned", [(1, False), (6, False), (12, False), (12, True), (13, True)])
 def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned):
     spec, _, cp = tiny
@@ -82,13 +85,15 @@ def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned
 
     hidden = _sequential_hidden(cp, cache, tree, [root] + nodes, t, live)
     for qi in live:
-        h = hidden[qi]
+        r = hidden[qi]
+        h = cp.final_norm(r)
         out_pos = t + depth[qi] + 1                                                     # the code h produces
         ref = cp.logits(h[:, None], [out_pos])[0, 0]
         assert (logits[0, qi] - ref).abs().max() < TOL, f"node {qi}"
         usable = min(tree.max_depth, cp.num_codes - out_pos)                            # drafts within the frame
         if usable:
-            cand = drafter.draft_logits(h, out_pos, usable)[0].topk(max(tree.width), dim=-1).indices
+            state = r if drafter.prenorm else h                                         # what the drafter reads
+            cand = drafter.draft_logits(state, out_pos, usable)[0].topk(max(tree.width), dim=-1).indices
             assert torch.equal(drafts[0, qi, :usable], cand), f"drafts of node {qi}"
 
 
@@ -113,13 +118,19 @@ def test_ar_call_and_prefill_equal_step_by_step(tiny):
 
 def test_first_drafts_and_refresh(tiny):
     spec, _, cp = tiny
-    drafter = random_drafters(cp, seed=1)["offsets"]
     core = FusedCore(cp)
-    step = FusedStep(core, TREES["full2x3"], drafter)
     g, c0 = frame_inputs(spec, 1, seed=5)
-    h1 = cp.prefill(cp.new_cache(1), g, c0)
-    ref = drafter.draft_logits(h1, 1, 3)[0].topk(2, dim=-1).indices
-    assert torch.equal(step.first_drafts(h1)[0], ref)
+    for kind in ("offsets", "offsets_prenorm"):            # round 1 drafts from h_1, or r_1 (before the final norm)
+        drafter = random_drafters(cp, seed=1)[kind]
+        step = FusedStep(core, TREES["full2x3"], drafter)
+        assert step.prenorm == drafter.prenorm
+        h1 = cp.prefill(cp.new_cache(1), g, c0, prenorm=drafter.prenorm)
+        cache = cp.new_cache(1)
+        logits, _, _, h1_fused = core.prefill(g, c0, cache.k, cache.v, prenorm=drafter.prenorm)
+        assert (h1_fused - h1).abs().max() < TOL
+        assert (logits - cp.logits(cp.prefill(cp.new_cache(1), g, c0)[:, None], [1])[:, 0]).abs().max() < TOL
+        ref = drafter.draft_logits(h1, 1, 3)[0].topk(2, dim=-1).indices
+        assert torch.equal(step.first_drafts(h1_fused)[0], ref)
     assert not core.refresh()                                   # unchanged weights: nothing rebuilt
     head = cp.official.lm_head[0].weight
     with torch.no_grad():

@@ -18,7 +18,7 @@ from helpers.method.sampling import SamplerConfig, frame_uniforms
 
 FRAMES = 300
 SAMPLERS = [SamplerConfig(top_k=k, temperature=T) for k, T in itertools.product((1, 5, 50), (0.5, 0.9, 1.3))]
-CASES = list(itertools.product(TREES, ("reused", "offsets", "medusa", "oracle")))
+CASES = list(itertools.product(TREES, ("reused", "offsets", "offsets_prenorm", "medusa", "oracle")))
 
 
 @pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{t}-{d}" for t, d in CASES])

@@ -22,9 +22,12 @@ def test_stages_run_end_to_end_on_the_qwen3_backend(P):
     g, h, codes = stages.teacher_forced(P, "train")
     assert g.shape[0] == h.shape[0] == codes.shape[0] and h.shape[1:] == (15, b.predictor.hidden_size)
     trained = stages.drafters(P, progress=False)
-    assert set(trained.drafters) == {"reused", "medusa", "offsets"} and trained.loss_history["offsets"]
+    assert set(trained.drafters) == {"reused", "medusa", "offsets", "offsets_prenorm"}
+    assert trained.loss_history["offsets"] and trained.loss_history["offsets_prenorm"]
     cal = stages.calibration(P)
     assert cal.trees["offsets"][16].size == 16 and cal.expected["offsets"][16] > 1.0
+    choice = stages.main_drafter_choice(P)          # the offset variant with more expected tokens/step (calibration)
+    assert choice["name"] == max(("offsets", "offsets_prenorm"), key=lambda k: cal.expected[k][P.tree_size])
     ev = stages.evaluation(P)
     assert ev.frames_compared > 0 and ev.frames_identical == ev.frames_compared
     assert set(stages.per_language(ev, stages.backend(P).frames_per_second)) == {"en", "ja"}

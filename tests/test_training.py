@@ -1,4 +1,5 @@
-"""Training works: offsets trained on a tiny model's own teacher-forced data beat b = 0."""
+"""Training works: offsets (after or before the final norm) trained on a tiny model's own teacher-forced data beat
+b = 0."""
 
 import pytest
 import torch
@@ -6,10 +7,10 @@ import torch
 from helpers.method.calibration import acceptance_table, greedy_tree
 from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
-from helpers.method.drafters import MedusaHeads, PositionOffsets, ReusedHeads
+from helpers.method.drafters import MedusaHeads, PositionOffsets, PreNormOffsets, ReusedHeads
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
-from helpers.method.training import TrainConfig, train_drafter
+from helpers.method.training import TeacherForcedHidden, TrainConfig, train_drafter
 
 SPEC = TinyTalkerSpec(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, vocab_size=64,
                       talker_hidden_size=64, logit_scale=10.0, position_ramp=0.5)
@@ -26,23 +27,42 @@ def data():
     return cp, g, c0, u, codes, cp.teacher_forced_hidden(g, codes)
 
 
-def test_trained_offsets_lower_draft_loss_and_raise_tokens_per_step(data):
+@pytest.mark.parametrize("kind", [PositionOffsets, PreNormOffsets])
+def test_trained_offsets_lower_draft_loss_and_raise_tokens_per_step(data, kind):
     cp, g, c0, u, codes, h = data
     train, held = slice(0, 3000), slice(3000, 3300)
-    reused, offsets = ReusedHeads(cp), PositionOffsets(cp)
-    result = train_drafter(offsets, h[train], codes[train], TrainConfig(epochs=4, lr=1e-2), progress=False)
+    reused, offsets = ReusedHeads(cp), kind(cp)
+    x = cp.teacher_forced_hidden(g, codes, prenorm=True) if offsets.prenorm else h      # what the offsets read
+    result = train_drafter(offsets, x[train], codes[train], TrainConfig(epochs=4, lr=1e-2), progress=False)
     assert len(result.loss_history) == 4 * 94
     with torch.no_grad():
-        loss_reused, loss_offsets = reused.loss(h[held], codes[held]), offsets.loss(h[held], codes[held])
+        loss_reused, loss_offsets = reused.loss(h[held], codes[held]), offsets.loss(x[held], codes[held])
     assert loss_offsets < loss_reused - 1.0, (float(loss_offsets), float(loss_reused))
     calls = {}
-    for name, drafter in (("reused", reused), ("offsets", offsets)):
-        tree = greedy_tree(acceptance_table(drafter, h[train], codes[train], width=4), 16)
+    for name, drafter, states in (("reused", reused, h), ("offsets", offsets, x)):
+        tree = greedy_tree(acceptance_table(drafter, states[train], codes[train], width=4), 16)
         decoder = SpeculativeDecoder(cp, drafter, tree, SamplerConfig())
         calls[name] = sum(decoder.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]).calls
                           for i in range(held.start, held.stop))
     # the same frames and random stream for both (identical codes), so only the drafts differ
     assert calls["offsets"] < calls["reused"], calls
+
+
+def test_prenorm_reads_the_residual_from_one_extraction(data):
+    """r from the same teacher-forced pass: norm(r) = h; b = 0 drafts as the reused heads; a lazy extraction
+    (`TeacherForcedHidden`) hands each drafter what it reads, so training on it equals training on r."""
+    cp, g, _, _, codes, h = data
+    r = cp.teacher_forced_hidden(g[:256], codes[:256], prenorm=True)
+    assert (cp.final_norm(r) - h[:256]).abs().max() < 1e-6 and (r - h[:256]).abs().max() > 0.1
+    assert torch.equal(PreNormOffsets(cp).draft_logits(r[:, 0], 1).argmax(-1),
+                       ReusedHeads(cp).draft_logits(h[:256, 0], 1).argmax(-1))
+    lazy = TeacherForcedHidden(cp, g[:256], codes[:256])
+    assert lazy.for_drafter(PositionOffsets(cp)) is lazy and torch.equal(lazy.for_drafter(PreNormOffsets(cp))[:], r)
+    start = torch.full((3, SPEC.hidden_size), 0.1)
+    trained = [PreNormOffsets(cp, offsets=start) for _ in range(2)]
+    train_drafter(trained[0], lazy, codes[:256], progress=False)
+    train_drafter(trained[1], r, codes[:256], progress=False)
+    assert torch.equal(trained[0].b, trained[1].b) and not torch.equal(trained[0].b, start)
 
 
 def test_training_input_errors(data):
@@ -58,7 +78,7 @@ def test_training_input_errors(data):
 def test_added_parameter_counts(data):
     cp = data[0]
     assert ReusedHeads(cp).added_params == 0
-    assert PositionOffsets(cp).added_params == 3 * cp.hidden_size
+    assert PositionOffsets(cp).added_params == PreNormOffsets(cp).added_params == 3 * cp.hidden_size
     assert MedusaHeads(cp).added_params == 15 * 3 * cp.hidden_size * cp.vocab_size
 
 

@@ -64,3 +64,18 @@ def test_acceptance_check_fails_on_a_wrong_distribution():
     assert r["ok"]
     r["exact"] = 0.5                                      # the empirical frequency is far from a wrong claim
     assert abs(r["empirical"] - r["exact"]) > 4 * r["se"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_walkthrough_of_prenorm_offsets_equals_the_decoder(toy, seed):
+    """The reference rounds (pre-norm states of the reference stack) give the fused decoder's drafts and codes
+    (toy_walkthrough raises otherwise) for offsets added before the final norm."""
+    from helpers.method.decoding import SpeculativeDecoder
+    from helpers.method.drafters import PreNormOffsets
+    p = toy.predictor
+    offsets = torch.randn(2, p.hidden_size, generator=torch.Generator().manual_seed(seed), dtype=p.dtype)
+    decoder = SpeculativeDecoder(p, PreNormOffsets(p, 2, offsets=offsets), toy.tree, toy.sampler)
+    g, c0, u = w.toy_frame(seed)
+    walk = w.toy_walkthrough(decoder, g, c0, u)
+    assert walk["codes"] == decode_frame_ar(p, g, c0, toy.sampler, u).codes[0].tolist()
+    assert any(r["drafts"] for r in walk["rounds"])

@@ -3,7 +3,8 @@
 Sections (dotted keys):
     run.{params, seeds, versions, device, git_revision, wall_s.<notebook>}
     data.table                                              (Table 1 rows)
-    drafters.<reused|offsets|medusa>.{tokens_per_step, added_params, ...}
+    drafters.<reused|offsets|offsets_prenorm|medusa>.{tokens_per_step, added_params, ...}
+    main_drafter.{name, why, expected_tokens_per_step}      (`stages.main_drafter_choice`: chosen on calibration data)
     languages.<code>.{tokens_per_step_ar, tokens_per_step_spec, wer_ar, wer_spec, identical_fraction, parity_p}
                                                             (wer, identical_fraction, parity_p null without an ASR)
     tree.<N>.{expected_tokens_per_step, measured_tokens_per_step}
@@ -81,7 +82,7 @@ def required_keys(P: RunParams) -> list[str]:
     """The dotted keys a complete run of notebooks 00-05 must have written."""
     keys = ["run.params", "run.seeds", "run.versions", "run.device", "run.git_revision", "run.wall_s",
             "lossless.frames_compared", "lossless.frames_identical", "lossless.identical_fraction", "lossless.exact",
-            "lossless.parity.p_min_adjusted", "data.table"]
+            "lossless.parity.p_min_adjusted", "data.table", "main_drafter.name", "main_drafter.why"]
     keys += [f"drafters.{k}.{f}" for k in P.drafters for f in ("tokens_per_step", "added_params")]
     keys += [f"languages.{c}.{f}" for c in P.languages
              for f in ("tokens_per_step_ar", "tokens_per_step_spec", "wer_ar", "wer_spec")]

@@ -20,7 +20,7 @@ import yaml
 from helpers.backends.languages import CODES as LANGUAGE_CODES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DRAFTER_KINDS = ("reused", "medusa", "offsets")
+DRAFTER_KINDS = ("reused", "medusa", "offsets", "offsets_prenorm")
 CHOICES = {
     "backend": ("mini", "qwen3"),
     "mini_preset": ("mini", "smoke"),

@@ -20,7 +20,7 @@ from helpers.method.predictor import CodePredictor
 from helpers.method.ceiling import drafter_ceiling, target_sharpness
 from helpers.method.decoding import SpeculativeDecoder
 from helpers.method.diagnostics import Diagnostics, diagnostics as compute_diagnostics
-from helpers.method.drafters import Drafter, make_drafter
+from helpers.method.drafters import OFFSET_KINDS, Drafter, make_drafter
 from helpers.experiment.params import RunParams
 from helpers.method.parity import CodeParity, FrameComparison, code_parity, compare_frames
 from helpers.method.replay import replay_calls
@@ -104,8 +104,32 @@ def sampler(P: RunParams) -> SamplerConfig:
 
 
 def main_drafter(P: RunParams) -> str:
-    """The drafter of Table 3, the lossless check and WER: the offsets when trained, else the last listed."""
-    return "offsets" if "offsets" in P.drafters else P.drafters[-1]
+    """The drafter of Table 3, the lossless check and WER (`main_drafter_choice`)."""
+    return main_drafter_choice(P)["name"]
+
+
+def main_drafter_choice(P: RunParams) -> dict:
+    """`choose_main_drafter` on this run: both offset variants trained, the calibration stage runs first."""
+    trained = [k for k in OFFSET_KINDS if k in P.drafters]
+    expected = {k: calibration(P).expected[k][P.tree_size] for k in trained} if len(trained) > 1 else {}
+    return choose_main_drafter(P.drafters, expected, P.tree_size)
+
+
+def choose_main_drafter(kinds: list[str], expected: dict[str, float], tree_size: int) -> dict:
+    """{"name", "why"[, "expected_tokens_per_step"]}: of the offset variants in `kinds` (after / before the final
+    norm), the one with the higher expected tokens/step at N = tree_size on the calibration set (`expected`, needed
+    when both are trained; a tie keeps the paper's, after the norm); the only one trained; else the last listed."""
+    trained = [k for k in OFFSET_KINDS if k in kinds]
+    if not trained:
+        return {"name": kinds[-1], "why": "no offset variant trained: the last drafter listed"}
+    if len(trained) == 1:
+        return {"name": trained[0], "why": "the only offset variant trained"}
+    if set(expected) != set(trained):
+        raise ValueError(f"choosing between {trained} needs the expected tokens/step of each, got {sorted(expected)}")
+    name = max(trained, key=lambda k: (expected[k], -trained.index(k)))
+    scores = ", ".join(f"{k} {expected[k]:.3f}" for k in trained)
+    return {"name": name, "why": f"higher expected tokens/step at N={tree_size} on the calibration set ({scores})",
+            "expected_tokens_per_step": {k: expected[k] for k in trained}}
 
 
 # -- data: the encoded samples of every role, and teacher-forced (g, codes) ---------------------------
@@ -177,7 +201,7 @@ def drafters(P: RunParams, progress: bool = True) -> TrainedDrafters:
                 cfg = TrainConfig(P.drafter_epochs, P.drafter_lr, P.drafter_batch_size, P.seed)
                 history[kind] = train_drafter(d, h, codes, cfg, progress=progress).loss_history
                 save_tensors(folder / f"{kind}.safetensors", d.state_dict())
-            validation[kind] = acceptance_table(d, h_val[:], codes_val, P.acceptance_width).tolist()
+            validation[kind] = acceptance_table(d, h_val.for_drafter(d)[:], codes_val, P.acceptance_width).tolist()
         save_json(folder / "history.json", {"loss_history": history, "validation": validation})
 
     def load(folder):
@@ -215,8 +239,9 @@ def calibration(P: RunParams) -> Calibration:
         runs = [b.synthesize(s, "ar", seed=P.seed + CALIBRATION_SEED + i) for i, s in enumerate(samples(P, "calibration"))]
         g = torch.cat([r.g for r in runs]).to(predictor.dtype)
         codes = torch.cat([r.codes for r in runs])
-        h = predictor.teacher_forced_hidden(g, codes)
-        tables = {k: uncapped_table(d, h, codes, max(P.tree_sizes), P.acceptance_width)   # never caps a tree
+        r = predictor.teacher_forced_hidden(g, codes, prenorm=True)        # one pass: r, and h = norm(r)
+        h = predictor.final_norm(r)
+        tables = {k: uncapped_table(d, r if d.prenorm else h, codes, max(P.tree_sizes), P.acceptance_width)
                   for k, d in trained.drafters.items()}
         save_tensors(folder / "tables.safetensors", tables)
         entropy, top = target_sharpness(predictor, h, sampler(P))

@@ -61,16 +61,18 @@ class StopDrafts(nn.Module):
     """Top-m drafts for depths 1..D from one hidden state, for the round rooted at t_new (what
     `FusedStep._heads` computes for that node, computed for the stop node only).
 
-    forward(h [1, H], t_new [1]) -> [D, m]: reused heads / offsets H_{t_new+j-1}(h + b_j); Medusa heads of start
-    position t_new. Head rows past c15 are clamped as in the fused call (those drafts are pruned)."""
+    forward(h [1, H], t_new [1]) -> [D, m]: reused heads / offsets H_{t_new+j-1}(h + b_j) (prenorm offsets: h is r,
+    read as norm(r + b_j)); Medusa heads of start position t_new. Head rows past c15 are clamped as in the fused
+    call (those drafts are pruned)."""
 
     def __init__(self, core: FusedCore, drafter: Drafter, depth: int, width: int):
         super().__init__()
         if not fusable(drafter):
             raise ValueError(f"compiled rounds draft with heads (+ offsets): drafter {type(drafter).__name__} "
-                             f"drafts on the host; allowed: ReusedHeads, PositionOffsets, MedusaHeads")
+                             f"drafts on the host; allowed: ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads")
         self.core, self.drafter, self.depth, self.width = core, drafter, depth, width
         self.medusa = isinstance(drafter, MedusaHeads)
+        self.prenorm = drafter.prenorm
         self.register_buffer("steps", torch.arange(depth, device=core.heads.device), persistent=False)
 
     def forward(self, h: torch.Tensor, t_new: torch.Tensor) -> torch.Tensor:
@@ -81,7 +83,9 @@ class StopDrafts(nn.Module):
         else:
             w = self.core.heads.index_select(0, (t_new + self.steps).clamp(max=n - 1))           # [D, H, V]
             b = self.drafter.offsets
-            x = h.expand(self.depth, -1) if b is None else h + b[:self.depth].detach()          # [D, H]
+            x = h.expand(self.depth, -1) if b is None else h + b[:self.depth].detach().to(h.dtype)   # [D, H]
+            if self.prenorm:
+                x = self.core.final_norm(x)
             logits = torch.bmm(x[:, None], w)                                                    # [D, 1, V]
         return logits[:, 0].topk(self.width, dim=-1).indices                                     # [D, m]
 
@@ -100,7 +104,8 @@ class PrefillCall(nn.Module):
         self.register_buffer("one", torch.ones(1, dtype=torch.long, device=dev), persistent=False)
 
     def forward(self, g, c0, k, v, u, codes):
-        logits, k_new, v_new, h1 = self.core.prefill(g, c0, k, v)
+        prenorm = self.drafts is not None and self.drafts.prenorm
+        logits, k_new, v_new, h1 = self.core.prefill(g, c0, k, v, prenorm)                 # h_1, or r_1 (prenorm)
         k[:, :, :, :2] = k_new
         v[:, :, :, :2] = v_new
         c1 = _sample(logits, u[:1], self.sampler)                                # [1]
@@ -301,7 +306,7 @@ class CompiledSpeculative:
     """The speculative loop on compiled rounds (one graph per distinct pruned tree, the AR call at t = 14).
 
     decode_frame(g [1, H], c0 [1], u [1, 15]) -> FrameResult (codes, calls, accepted per round); the codes are
-    the AR codes for the same uniforms. Drafters: ReusedHeads, PositionOffsets, MedusaHeads."""
+    the AR codes for the same uniforms. Drafters: ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads."""
 
     def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig,
                  compile: str = "inductor", torch_backend: str | None = None):
@@ -309,7 +314,8 @@ class CompiledSpeculative:
         self.predictor, self.drafter, self.tree, self.sampler = predictor, drafter, tree, sampler
         self.compiler = CallCompiler(compile, predictor.device, torch_backend)
         self.core = FusedCore(predictor, max_depth=max(tree.max_depth, 1))
-        self.plans = make_plans(self.core, tree, None)              # verify-only calls; drafts from the stop node
+        # verify-only calls (their hidden output is r for a prenorm drafter); drafts from the stop node
+        self.plans = make_plans(self.core, tree, None, prenorm=drafter.prenorm)
         self.state = _FrameState(predictor)
         buffers = self.state.buffers
         full = [(int(d), int(r)) for d, r in zip(tree.depth[1:], tree.rank[1:])]

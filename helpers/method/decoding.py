@@ -100,7 +100,8 @@ class SpeculativeDecoder:
     """Draft with `drafter`, verify the whole `tree` in one fused call per round, walk it with the shared sampler.
 
     The fused call also returns the next round's drafts from every node (for the built-in drafters;
-    others draft on the host from the stop node's hidden state), so a round on the host is: pick the
+    others draft on the host from the stop node's hidden state, r before the final norm for a `prenorm` drafter),
+    so a round on the host is: pick the
     stop node's drafts, one call, sample every token at once, walk, commit the accepted path's KV.
     """
 
@@ -108,7 +109,7 @@ class SpeculativeDecoder:
         check_tree(predictor, drafter, tree)
         self.predictor, self.drafter, self.tree, self.sampler = predictor, drafter, tree, sampler
         self.core = shared_core(predictor, max_depth=max(tree.max_depth, 1))
-        self.plans = make_plans(self.core, tree, drafter)
+        self.plans = make_plans(self.core, tree, drafter, prenorm=drafter.prenorm)    # h, or r for prenorm drafters
         self.fused_drafts = fusable(drafter)
         self._cache: KVCache | None = None
 
@@ -138,7 +139,7 @@ class SpeculativeDecoder:
         cache = self._frame_cache()
         ck, cv = cache.k, cache.v
         u = u[0]
-        logits, k, v, h = self.core.prefill(g, c0, ck, cv)
+        logits, k, v, h = self.core.prefill(g, c0, ck, cv, prenorm=self.drafter.prenorm)   # h_1 (r_1: prenorm)
         ck[:, :, :, :2] = k
         cv[:, :, :, :2] = v
         length = 2

@@ -48,7 +48,7 @@ def _check(h: torch.Tensor, codes: torch.Tensor, num_codes: int, depth: int) -> 
 
 @torch.no_grad()
 def rank0_drafts(drafter: Drafter, h: torch.Tensor) -> torch.Tensor:
-    """A drafter's rank-0 drafts from every h_t. h [B, 15, H] -> [B, 14, K] (long, -1 where t + j > 15)."""
+    """A drafter's rank-0 drafts from every h_t (r_t for a `prenorm` drafter). h [B, 15, H] -> [B, 14, K] (long, -1 where t + j > 15)."""
     n, depth = drafter.num_codes, drafter.depth
     out = torch.full((h.shape[0], n - 1, depth), -1, dtype=torch.long, device=h.device)
     for t in range(1, n):
@@ -275,12 +275,13 @@ def diagnostics(predictor: CodePredictor, drafters: dict[str, Drafter], g: torch
     """All diagnostics on teacher-forced frames. g [B, H_talker], codes [B, 16]; drafters {kind: Drafter};
     ideal_frames [n] (long): the frames the ideal drafter is scored on (exact marginals cost depth calls per
     frame and t; None: none), with `ideal` keyword arguments of `ceiling.ideal_drafts` (width, beam)."""
-    h = predictor.teacher_forced_hidden(g, codes)
+    r = predictor.teacher_forced_hidden(g, codes, prenorm=True)           # one pass: r, and h = norm(r)
+    h = predictor.final_norm(r)
     drafts = {"own": own_drafts(predictor, h, depth)}
     for kind, d in drafters.items():
         if d.depth < depth:
             raise ValueError(f"drafter {kind!r} drafts {d.depth} codes, the diagnostics ask for depth {depth}")
-        drafts[kind] = rank0_drafts(d, h)[..., :depth]
+        drafts[kind] = rank0_drafts(d, r if d.prenorm else h)[..., :depth]
     target, scores = score_drafts(predictor, h, codes, sampler, drafts)
     if ideal_frames is not None and len(ideal_frames):
         pick = ideal_frames.to(g.device)
@@ -289,6 +290,6 @@ def diagnostics(predictor: CodePredictor, drafters: dict[str, Drafter], g: torch
         _, sub_scores = score_drafts(predictor, h[pick], codes[pick], sampler, sub)
         scores["own_ideal_frames"], scores["ideal"] = sub_scores["own"], sub_scores["ideal"]
     translation = {"normed": translation_constancy(h, depth),
-                   "prenorm": translation_constancy(predictor.teacher_forced_hidden(g, codes, prenorm=True), depth)}
+                   "prenorm": translation_constancy(r, depth)}
     usage = codebook_usage(codes[:, 1:], [predictor.vocab_size] * predictor.num_codes)   # the predictor's c1..c15
     return Diagnostics(target, scores, translation, usage, depth)

@@ -1,10 +1,15 @@
 """Drafters: from the hidden state h_t, logits for the next K codes c_{t+1..t+K}.
 
 - `ReusedHeads`: the frozen heads, H_{t+j}(h_t) (offsets b = 0, no added parameters).
-- `PositionOffsets`: H_{t+j}(h_t + b_j), K trained vectors shared by every t (K x hidden parameters).
+- `PositionOffsets`: H_{t+j}(h_t + b_j), K trained vectors shared by every t (K x hidden parameters), added after
+  the final RMSNorm: W_{t+j} h_t + W_{t+j} b_j, a per-(position, depth) logit bias.
+- `PreNormOffsets`: H_{t+j}(norm(r_t + b_j)), the same K vectors added to the residual stream r_t before the final
+  norm (the predictor's own frozen one), h_t = norm(r_t): a translation of the state the norm then rescales.
 - `MedusaHeads`: a new Linear(hidden, vocab) per start position t and depth j (initialised from H_{t+j}).
 
-Candidates are the top-m tokens of the draft logits at each depth (deterministic).
+A drafter reads h_t, or r_t where `prenorm` is set; `CodePredictor.teacher_forced_hidden(prenorm=True)` and the
+fused call give r, and h = `CodePredictor.final_norm(r)`. Candidates are the top-m tokens of the draft logits at
+each depth (deterministic).
 
 Trained parameters are masters in at least float32 (`master_dtype`: float32 beside a bf16 / fp16 code predictor,
 float64 beside a float64 one), cast to the hidden state's dtype where used; the training loss runs in the master
@@ -17,13 +22,14 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from helpers.method.predictor import CodePredictor
+from helpers.method.predictor import CodePredictor, rms_norm
 
 
 class Drafter(nn.Module):
     """Base: drafts by the code predictor's own heads, offset by `offsets` [K, H] (zeros here)."""
 
     kind = "reused"
+    prenorm = False           # reads the residual stream r_t before the final norm (else h_t after it)
 
     def __init__(self, predictor: CodePredictor, depth: int = 3):
         super().__init__()
@@ -33,6 +39,8 @@ class Drafter(nn.Module):
         self.num_codes = predictor.num_codes
         self.hidden_size = predictor.hidden_size
         self._heads = [head.weight for head in predictor.official.lm_head]   # frozen, not our parameters
+        norm = predictor.official.model.norm
+        self._final_norm = (norm.weight, norm.variance_epsilon)                # frozen too (a tuple: not registered)
         self.master_dtype = torch.promote_types(predictor.dtype, torch.float32)
 
     @property
@@ -47,20 +55,28 @@ class Drafter(nn.Module):
         """Weight [V, H] that maps h_t to the draft logits of c_{t+j}."""
         return self._heads[t + j - 1].detach()
 
+    def draft_input(self, h: torch.Tensor, j: int) -> torch.Tensor:
+        """What head H_{t+j} reads: h [n, H] (+ b_j), or norm(r + b_j) for a `prenorm` drafter (h is then r)."""
+        b = self.offsets
+        x = h if b is None else h + b[j - 1].to(h.dtype)
+        if self.prenorm:
+            weight, eps = self._final_norm
+            x = rms_norm(x, weight.detach().to(h.dtype), eps)
+        return x
+
     def draft_logits(self, h: torch.Tensor, t: int, depth: int | None = None) -> torch.Tensor:
-        """Draft logits from h_t, in h's dtype. h [n, H] -> [n, depth, V] for c_{t+1..t+depth} (depth <= K,
-        t + depth <= 15)."""
+        """Draft logits from h_t (r_t if `prenorm`), in h's dtype. h [n, H] -> [n, depth, V] for c_{t+1..t+depth}
+        (depth <= K, t + depth <= 15)."""
         depth = self.depth if depth is None else depth
         if t + depth > self.num_codes:
             raise ValueError(f"cannot draft {depth} codes after c_{t}: the frame ends at c_{self.num_codes}")
-        b = self.offsets
-        return torch.stack([F.linear(h if b is None else h + b[j - 1].to(h.dtype), self.head_weight(t, j).to(h.dtype))
+        return torch.stack([F.linear(self.draft_input(h, j), self.head_weight(t, j).to(h.dtype))
                             for j in range(1, depth + 1)], dim=1)
 
     def loss(self, h: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
         """Summed draft cross-entropy over depths j <= K and valid t, mean over the batch.
 
-        h [B, 15, H] (h[:, t-1] = h_t), codes [B, 16] (c0..c15) -> scalar, computed in `master_dtype`
+        h [B, 15, H] (h[:, t-1] = h_t; r_t if `prenorm`), codes [B, 16] (c0..c15) -> scalar, computed in `master_dtype`
         """
         h = h.to(self.master_dtype)
         total = h.new_zeros(())
@@ -103,6 +119,18 @@ class PositionOffsets(Drafter):
             self.b.copy_(offsets)
 
 
+class PreNormOffsets(PositionOffsets):
+    """The same K vectors b_j [K, H], added to the residual stream before the frozen final norm:
+    H_{t+j}(norm(r_t + b_j)).
+
+    Where the post-norm offsets shift every logit of H_{t+j} by the fixed W_{t+j} b_j, these move the state before
+    the norm: its direction changes by an amount that depends on r_t (a small |r_t| moves more), so the change of
+    the logits does too; r_t + b_j matches r_{t+j} best when E[r_{t+j} - r_t] is constant (a translation)."""
+
+    kind = "offsets_prenorm"
+    prenorm = True
+
+
 class MedusaHeads(Drafter):
     """One new Linear(hidden, vocab) per start position t = 1..15 and depth j = 1..K (45 on the real model)."""
 
@@ -118,11 +146,12 @@ class MedusaHeads(Drafter):
         return self.heads[t - 1, j - 1]
 
 
-DRAFTERS = {cls.kind: cls for cls in (ReusedHeads, PositionOffsets, MedusaHeads)}
+DRAFTERS = {cls.kind: cls for cls in (ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads)}
+OFFSET_KINDS = ("offsets", "offsets_prenorm")       # the two places the offsets can enter (the ablation)
 
 
 def make_drafter(kind: str, predictor: CodePredictor, depth: int = 3) -> Drafter:
-    """A drafter by name: 'reused', 'offsets' or 'medusa'."""
+    """A drafter by name: 'reused', 'offsets', 'offsets_prenorm' or 'medusa'."""
     if kind not in DRAFTERS:
         raise ValueError(f"unknown drafter {kind!r}; allowed: {', '.join(DRAFTERS)}")
     return DRAFTERS[kind](predictor, depth)

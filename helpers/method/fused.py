@@ -8,6 +8,9 @@
          drafts [B, q, D, m] (long)  next round's top-m candidates at depths 1..D from EVERY node
                                      (B = 1: one stream; or hidden [B, q, H] when the drafter cannot be fused)
 
+A pre-norm drafter (`Drafter.prenorm`, offsets added to the residual stream before the final RMSNorm) keeps the last
+layer's output r and reads norm(r + [0, b_1..b_D]): row 0 is norm(r) = h, the target logits; nothing else changes.
+
 `q = N + 1` is the root (`c_t`, the code just sampled) followed by the tree's nodes; `t` is the root's
 code position (1..14). Everything that depends on `t` is a row of a buffer indexed by `t` (one
 `index_select` each): the flat embedding-row offset of each token (the 15 input tables `E_1..E_15`
@@ -62,7 +65,8 @@ def _padded(weight: torch.Tensor) -> torch.Tensor:
 
 def fusable(drafter: Drafter | None) -> bool:
     """True for drafters whose draft logits are heads (+ offsets) the fused module can compute itself."""
-    if drafter is None or type(drafter).draft_logits is not Drafter.draft_logits:
+    if drafter is None or any(getattr(type(drafter), name) is not getattr(Drafter, name)
+                              for name in ("draft_logits", "draft_input")):
         return False
     return type(drafter).head_weight in (Drafter.head_weight, MedusaHeads.head_weight)
 
@@ -145,9 +149,10 @@ class FusedCore(nn.Module):
 
     # ------------------------------------------------------------------ the decoder stack
     def layers(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
-               k_cache: torch.Tensor, v_cache: torch.Tensor):
+               k_cache: torch.Tensor, v_cache: torch.Tensor, prenorm: bool = False):
         """x [B, q, H_talker]; cos/sin [q, 1, d] (sin sign-folded); mask [1, q, S + q] additive;
-        caches [L, B, kv, S, d] -> hidden [B, q, H] (final norm applied), k_new, v_new [L, B, kv, q, d]."""
+        caches [L, B, kv, S, d] -> hidden [B, q, H] (final norm applied; prenorm: r before it), k_new, v_new
+        [L, B, kv, q, d]."""
         batch, q = x.shape[0], x.shape[1]
         nh, nkv, hd = self.nh, self.nkv, self.hd
         groups = nh // nkv
@@ -174,15 +179,21 @@ class FusedCore(nn.Module):
                                  w_o)
             gate, up = torch.matmul(rms_norm_one_kernel(h, w_post, self.eps), w_gate_up).chunk(2, dim=-1)
             h = h + torch.matmul(act(gate) * up, w_down)
-        return rms_norm_one_kernel(h, self.norm_weight, self.eps), torch.stack(k_out), torch.stack(v_out)
+        return h if prenorm else self.final_norm(h), torch.stack(k_out), torch.stack(v_out)
 
-    def prefill(self, g: torch.Tensor, c0: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor):
+    def final_norm(self, r: torch.Tensor) -> torch.Tensor:
+        """The final RMSNorm: pre-norm residual r [..., H] -> h [..., H]."""
+        return rms_norm_one_kernel(r, self.norm_weight, self.eps)
+
+    def prefill(self, g: torch.Tensor, c0: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                prenorm: bool = False):
         """[g, E0(c0)] over an empty cache (zeros, fully masked). g [B, H_talker], c0 [B]
-        -> logits of c1 [B, V], k_new, v_new [L, B, kv, 2, d], h_1 [B, H]."""
+        -> logits of c1 [B, V], k_new, v_new [L, B, kv, 2, d], h_1 [B, H] (prenorm: r_1, before the final norm)."""
         x = torch.cat((g[:, None].to(self.heads.dtype), self.predictor.c0_embedding(c0[:, None])), dim=1)
-        hidden, k, v = self.layers(x, self.prefill_cos, self.prefill_sin, self.prefill_mask, k_cache, v_cache)
-        h1 = hidden[:, 1]
-        return torch.matmul(h1, self.heads[0]), k, v, h1
+        state, k, v = self.layers(x, self.prefill_cos, self.prefill_sin, self.prefill_mask, k_cache, v_cache, True)
+        r1 = state[:, 1]
+        h1 = self.final_norm(r1)
+        return torch.matmul(h1, self.heads[0]), k, v, r1 if prenorm else h1
 
     def step(self, tree: SparseTree | None, drafter: Drafter | None = None) -> "FusedStep":
         """The fused call for `tree` (None: the AR call, q = 1) sharing this core's weights."""
@@ -208,10 +219,12 @@ class FusedStep(nn.Module):
 
     drafter: fused into the call when `fusable(drafter)` (drafts output), else hidden states are output
     and the host drafts. `width` = candidates per depth in the drafts output (default max(tree.width)).
+    prenorm (default: the drafter's): drafts from the pre-norm state r, norm(r + [0, b_1..b_D]) (the target row is
+    norm(r) = h); a tree call without fused drafts then outputs r as its `hidden`.
     """
 
     def __init__(self, core: FusedCore, tree: SparseTree | None, drafter: Drafter | None = None,
-                 width: int | None = None):
+                 width: int | None = None, prenorm: bool | None = None):
         super().__init__()
         self.core, self.tree = core, tree
         n = core.num_codes
@@ -222,6 +235,12 @@ class FusedStep(nn.Module):
             raise ValueError(f"tree depth {self.depth} exceeds the core's max_depth={core.max_depth}")
         self.fused_drafts = fusable(drafter) and self.depth > 0
         self.drafter = drafter if self.fused_drafts else None
+        if prenorm is None:
+            prenorm = self.fused_drafts and drafter.prenorm
+        elif self.fused_drafts and prenorm != drafter.prenorm:
+            raise ValueError(f"prenorm={prenorm} contradicts the fused drafter {type(drafter).__name__} "
+                             f"(prenorm={drafter.prenorm})")
+        self.prenorm = bool(prenorm) and self.depth > 0
         self.width = (width or max(tree.width)) if tree is not None else 0
         if self.fused_drafts and self.depth > drafter.depth:
             raise ValueError(f"tree depth {self.depth} exceeds the drafter's K={drafter.depth}")
@@ -328,27 +347,29 @@ class FusedStep(nn.Module):
     def _call(self, tokens, k_cache, v_cache, t, emb_offset, cos, sin, mask, weights, clock=None):
         core = self.core
         x = F.embedding(tokens + emb_offset, core.tables)                                 # [B, q, H_talker]
-        hidden, k_new, v_new = core.layers(x, cos, sin, mask, k_cache, v_cache)
+        state, k_new, v_new = core.layers(x, cos, sin, mask, k_cache, v_cache, self.prenorm)   # h, or r (prenorm)
         if clock is not None:
             clock("layers")
         if self.fused_drafts:
             if tokens.shape[0] != 1:
                 raise ValueError(f"a call with fused drafts decodes one stream (batch 1), got batch {tokens.shape[0]}")
-            logits, drafts = self._heads(hidden, weights, t)
+            logits, drafts = self._heads(state, weights, t)
             return logits, k_new, v_new, drafts
+        hidden = core.final_norm(state) if self.prenorm else state
         if self.depth == 0:
             logits = torch.matmul(hidden, weights[0])
         else:
             logits = torch.cat([torch.matmul(hidden[:, s:e], w) for (_, s, e), w in zip(self.groups, weights)], dim=1)
         if self.tree is not None:
-            return logits, k_new, v_new, hidden
+            return logits, k_new, v_new, state
         return logits, k_new, v_new
 
     def _heads(self, hidden: torch.Tensor, weights: list[torch.Tensor], t: torch.Tensor | None, groups=None):
         """Target logits [B, q, V] and top-m drafts for depths 1..D [B, q, D, m] from every token.
 
         Reused heads / offsets: a depth-d token reads head window rows d..d+D (target, then drafts for
-        c_{+1..+D}) from h + [0, b_1..b_D]: one matmul per depth group, one top-k for all."""
+        c_{+1..+D}) from h + [0, b_1..b_D] (prenorm: hidden is r, read as norm(r + [0, b_1..b_D])): one matmul per
+        depth group, one top-k for all."""
         D = self.depth
         groups = groups or self.groups
         if self.medusa:
@@ -361,6 +382,8 @@ class FusedStep(nn.Module):
         else:                                                                         # one stream: B = 1
             b = self._offsets()
             x = hidden[0].expand(D + 1, -1, -1) if b is None else hidden[0] + b          # [D+1, q, H]
+            if self.prenorm:
+                x = self.core.final_norm(x)                                              # row 0: norm(r) = h
             both = [torch.bmm(x[:, s:e], w) for (_, s, e), w in zip(groups, weights)]    # w [D+1, H, V]
             both = torch.cat(both, dim=1) if len(both) > 1 else both[0]                    # [D+1, q, V]
             return both[:1], both[1:].topk(self.width, dim=-1).indices.transpose(0, 1)[None]
@@ -369,7 +392,7 @@ class FusedStep(nn.Module):
     def first_drafts(self, h1: torch.Tensor) -> torch.Tensor:
         """Drafts from the prefill's h_1 (the first round's root c_1 as a depth-0 token of a root at t = 0).
 
-        h1 [1, H] -> [1, D, m]."""
+        h1 [1, H] (r_1 for a prenorm step: `FusedCore.prefill(prenorm=True)`) -> [1, D, m]."""
         if self._generation != self.core.generation:
             self._tables()
         return self._heads(h1[:, None], self.rows[0][4][:1], self.t_inputs[0], [(0, 0, 1)])[1][:, 0]
@@ -410,8 +433,10 @@ class FusedPlan:
                 return node, self.paths[node], taken
 
 
-def make_plans(core: FusedCore, tree: SparseTree, drafter: Drafter) -> dict[int, FusedPlan]:
-    """One plan per root position t = 1..14: the tree pruned at depth 14 - t and its fused call."""
+def make_plans(core: FusedCore, tree: SparseTree, drafter: Drafter | None,
+               prenorm: bool | None = None) -> dict[int, FusedPlan]:
+    """One plan per root position t = 1..14: the tree pruned at depth 14 - t and its fused call (prenorm: see
+    `FusedStep`)."""
     n = core.num_codes
     device = core.heads.device
     steps: dict[SparseTree | None, FusedStep] = {}
@@ -419,7 +444,7 @@ def make_plans(core: FusedCore, tree: SparseTree, drafter: Drafter) -> dict[int,
     for t in range(1, n):
         sub = tree.pruned(n - 1 - t)
         if sub not in steps:
-            steps[sub] = FusedStep(core, sub, drafter)
+            steps[sub] = FusedStep(core, sub, drafter, prenorm=prenorm)
         depth = sub.depth_list if sub is not None else [0]
         parent = sub.parent.tolist() if sub is not None else [-1]
         paths = []

@@ -166,25 +166,15 @@ class CodePredictor(nn.Module):
 
     # ------------------------------------------------------------------ the call
     def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-                k_cache: torch.Tensor, v_cache: torch.Tensor):
+                k_cache: torch.Tensor, v_cache: torch.Tensor, prenorm: bool = False):
         """One call of the decoder stack.
 
         x: [B, q, H_talker] input embeddings (or talker hidden state for slot 0)
         positions: [q] RoPE positions; mask: [q, S + q] additive, over (cache slots, query)
         k_cache, v_cache: [L, B, kv, S, d]
-        returns hidden [B, q, H] (after the final norm), k_new, v_new [L, B, kv, q, d]
+        returns hidden [B, q, H] (h, after the final norm; prenorm: r, the last layer's output before it,
+        h = final_norm(r)), k_new, v_new [L, B, kv, q, d]
         """
-        h, k_new, v_new = self.residual_stream(x, positions, mask, k_cache, v_cache)
-        return self.final_norm(h), k_new, v_new
-
-    def final_norm(self, h: torch.Tensor) -> torch.Tensor:
-        """The final RMSNorm: the residual stream [..., H] -> the hidden state the heads read [..., H]."""
-        norm = self.official.model.norm
-        return rms_norm(h, norm.weight, norm.variance_epsilon)
-
-    def residual_stream(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-                        k_cache: torch.Tensor, v_cache: torch.Tensor):
-        """`forward` without the final norm: the residual stream [B, q, H] before it, k_new, v_new."""
         batch, q, _ = x.shape
         if q > self.max_query:
             raise ValueError(f"query of {q} tokens is longer than this predictor's max_query={self.max_query}; "
@@ -216,7 +206,12 @@ class CodePredictor(nn.Module):
             h = h + attn.o_proj(o)
             h = h + layer.mlp(rms_norm(h, layer.post_attention_layernorm.weight,
                                        layer.post_attention_layernorm.variance_epsilon))
-        return h, torch.stack(k_out), torch.stack(v_out)
+        return h if prenorm else self.final_norm(h), torch.stack(k_out), torch.stack(v_out)
+
+    def final_norm(self, r: torch.Tensor) -> torch.Tensor:
+        """The stack's final RMSNorm: pre-norm residual r [..., H] -> hidden state h [..., H] the heads read."""
+        norm = self.official.model.norm
+        return rms_norm(r, norm.weight, norm.variance_epsilon)
 
     # ------------------------------------------------------------------ host helpers
     def attention_mask(self, cache_length: int, query_mask: torch.Tensor) -> torch.Tensor:
@@ -229,23 +224,23 @@ class CodePredictor(nn.Module):
             ~visible, torch.finfo(self.dtype).min)
 
     def forward_query(self, cache: KVCache, x: torch.Tensor, query_mask: torch.Tensor,
-                      depth: torch.Tensor | None = None):
+                      depth: torch.Tensor | None = None, prenorm: bool = False):
         """Call on query x [B, q, H_talker] placed after the committed slots; cache unchanged.
 
         depth [q]: each token's offset after the cache (tree depth; default 0..q-1, a sequence).
-        returns hidden [B, q, H], k_new, v_new [L, B, kv, q, d]
+        returns hidden [B, q, H] (prenorm: before the final norm), k_new, v_new [L, B, kv, q, d]
         """
         if depth is None:
             depth = torch.arange(x.shape[1], device=self.device)
         positions = cache.length + depth.to(self.device)
-        return self(x, positions, self.attention_mask(cache.length, query_mask), cache.k, cache.v)
+        return self(x, positions, self.attention_mask(cache.length, query_mask), cache.k, cache.v, prenorm)
 
-    def prefill(self, cache: KVCache, g: torch.Tensor, c0: torch.Tensor) -> torch.Tensor:
-        """Commit [g, E0(c0)] to an empty cache. g [B, H_talker], c0 [B] -> h_1 [B, H]."""
+    def prefill(self, cache: KVCache, g: torch.Tensor, c0: torch.Tensor, prenorm: bool = False) -> torch.Tensor:
+        """Commit [g, E0(c0)] to an empty cache. g [B, H_talker], c0 [B] -> h_1 [B, H] (prenorm: r_1)."""
         if cache.length:
             raise ValueError(f"prefill needs an empty cache, this one holds {cache.length} slots")
         x = torch.cat((g[:, None].to(self.dtype), self.embed(c0[:, None], [0])), dim=1)
-        hidden, k_new, v_new = self.forward_query(cache, x, causal_mask(2, self.device))
+        hidden, k_new, v_new = self.forward_query(cache, x, causal_mask(2, self.device), prenorm=prenorm)
         cache.commit(k_new, v_new)
         return hidden[:, 1]
 
@@ -253,8 +248,8 @@ class CodePredictor(nn.Module):
     def teacher_forced_hidden(self, g: torch.Tensor, codes: torch.Tensor, prenorm: bool = False) -> torch.Tensor:
         """Hidden states h_1..h_15 over ground-truth codes, as in the fine-tuning recipe.
 
-        g [B, H_talker], codes [B, 16] (c0..c15) -> h [B, 15, H] (h[:, i-1] produces c_i); with `prenorm` the
-        residual stream before the final norm (`final_norm` of it is h).
+        g [B, H_talker], codes [B, 16] (c0..c15) -> h [B, 15, H] (h[:, i-1] produces c_i); prenorm: the pre-norm
+        residual r [B, 15, H] instead (h = final_norm(r): one extraction serves both kinds of drafter)
         """
         if codes.shape[-1] != self.num_codes + 1:
             raise ValueError(f"codes must have {self.num_codes + 1} columns (c0..c{self.num_codes}), "
@@ -262,10 +257,8 @@ class CodePredictor(nn.Module):
         self.check_codes(codes, first_pos=0)
         x = torch.cat((g[:, None].to(self.dtype), self.embed(codes[:, :-1], range(self.num_codes))), dim=1)
         cache = self.new_cache(g.shape[0])
-        positions = torch.arange(self.slots, device=self.device)
-        stream, _, _ = self.residual_stream(x, positions, self.attention_mask(0, causal_mask(self.slots, self.device)),
-                                            cache.k, cache.v)
-        return stream[:, 1:] if prenorm else self.final_norm(stream[:, 1:])
+        hidden, _, _ = self.forward_query(cache, x, causal_mask(self.slots, self.device), prenorm=prenorm)
+        return hidden[:, 1:]
 
 
 def causal_mask(q: int, device=None) -> torch.Tensor:

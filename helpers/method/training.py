@@ -33,16 +33,23 @@ class TeacherForcedHidden:
 
     Indexing (h[idx], h[:]) runs the frozen code predictor on those frames only: the whole training set's h
     (F x 15 x H) need not fit in memory (the real model's VoxPopuli set would take tens of GB).
+    prenorm: the pre-norm residual r instead; `for_drafter(d)` gives what drafter d reads (the same frames).
     """
 
-    def __init__(self, predictor, g: torch.Tensor, codes: torch.Tensor):
-        self.predictor, self.g, self.codes = predictor, g, codes
+    def __init__(self, predictor, g: torch.Tensor, codes: torch.Tensor, prenorm: bool = False):
+        self.predictor, self.g, self.codes, self.prenorm = predictor, g, codes, prenorm
         self.shape = torch.Size((g.shape[0], predictor.num_codes, predictor.hidden_size))
         self.device = g.device
 
+    def for_drafter(self, drafter: Drafter) -> "TeacherForcedHidden":
+        """The states `drafter` reads: h, or r for a `prenorm` drafter (no copy of g or codes)."""
+        if drafter.prenorm == self.prenorm:
+            return self
+        return TeacherForcedHidden(self.predictor, self.g, self.codes, drafter.prenorm)
+
     @torch.no_grad()
     def __getitem__(self, idx) -> torch.Tensor:
-        return self.predictor.teacher_forced_hidden(self.g[idx], self.codes[idx])
+        return self.predictor.teacher_forced_hidden(self.g[idx], self.codes[idx], prenorm=self.prenorm)
 
 
 @dataclass
@@ -52,7 +59,11 @@ class TrainResult:
 
 def train_drafter(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, cfg: TrainConfig = TrainConfig(),
                   progress: bool = True) -> TrainResult:
-    """Minimise the summed draft cross-entropy. h [B, 15, H] (a tensor or `TeacherForcedHidden`), codes [B, 16]."""
+    """Minimise the summed draft cross-entropy. h [B, 15, H] (a tensor or `TeacherForcedHidden`), codes [B, 16].
+
+    h: what the drafter reads (r for a `prenorm` drafter: a `TeacherForcedHidden` gives it by itself)."""
+    if isinstance(h, TeacherForcedHidden):
+        h = h.for_drafter(drafter)
     params = [p for p in drafter.parameters() if p.requires_grad]
     if not params:
         raise ValueError(f"the {drafter.kind!r} drafter has no trainable parameters")

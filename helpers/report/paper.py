@@ -8,3 +8,4 @@ import yaml
 
 PAPER = yaml.safe_load((Path(__file__).parent / "paper_numbers.yaml").read_text())
 PAPER_DRAFTERS = {"reused": "reused_lm_heads", "medusa": "medusa_heads", "offsets": "position_offsets"}
+# (the pre-norm offsets, "offsets_prenorm", are this project's ablation: the paper has no row for them)

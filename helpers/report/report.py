@@ -12,7 +12,20 @@ from helpers.report.paper import PAPER, PAPER_DRAFTERS
 from helpers.report.summary import summary_lines
 from helpers.report.tables import markdown
 
-__all__ = ["PAPER", "PAPER_DRAFTERS", "sections", "write_report", "lossless_lines", "legacy_keys_renamed"]
+__all__ = ["PAPER", "PAPER_DRAFTERS", "table2_row", "main_drafter_line", "sections", "write_report", "lossless_lines", "legacy_keys_renamed"]
+
+
+def table2_row(kind: str, added_params, tokens_per_step, expected, tree_size) -> dict:
+    """One row of Table 2 (drafter ablation): this run's numbers beside the paper's, which only its drafters have."""
+    p = PAPER["table2_drafters"][PAPER_DRAFTERS[kind]] if kind in PAPER_DRAFTERS else None
+    return {"drafter": kind, "added params": added_params, f"tokens/step (N={tree_size})": tokens_per_step,
+            "expected": expected, "paper tokens/step": p and p["tokens_per_step"],
+            "paper added params": p and int(float(p["added_params"]))}
+
+
+def main_drafter_line(choice: dict) -> str:
+    """The main drafter and why (metrics' `main_drafter`: `stages.main_drafter_choice`), in one sentence."""
+    return f"Main drafter (Table 3, losslessness, WER): **{choice['name']}**: {choice['why']}."
 
 
 TABLE1 = ("stage", "dataset", "language", "samples", "hours", "frames")
@@ -48,15 +61,14 @@ def sections(run_dir: Path, m: dict) -> list[str]:
         out += ["## Table 1: data", "", "This run:", "", markdown(ours), "", "Paper:", "",
                 markdown(paper), ""]
     if "drafters" in m:
-        rows = []
-        for kind in [k for k in P.get("drafters", m["drafters"]) if k in m["drafters"]]:
-            d, p = m["drafters"][kind], PAPER["table2_drafters"][PAPER_DRAFTERS[kind]]
-            rows.append({"drafter": kind, "added params": d.get("added_params"),
-                         f"tokens/step (N={P.get('tree_size')})": d.get("tokens_per_step"),
-                         "expected": d.get("expected_tokens_per_step"),
-                         "paper tokens/step": p["tokens_per_step"], "paper added params": int(float(p["added_params"]))})
+        rows = [table2_row(kind, d.get("added_params"), d.get("tokens_per_step"), d.get("expected_tokens_per_step"),
+                           P.get("tree_size"))
+                for kind in P.get("drafters", m["drafters"]) if (d := m["drafters"].get(kind)) is not None]
         out += ["## Table 2: drafter ablation", "", markdown(rows), "",
-                "Added parameters are this backend's; the paper's are on the 0.6B model (offsets: K x 1024).", ""]
+                "Added parameters are this backend's; the paper's are on the 0.6B model (offsets: K x 1024). "
+                "offsets: b_j added after the final norm; offsets_prenorm: before it (the paper has no such row).", ""]
+        if "main_drafter" in m:
+            out += [main_drafter_line(m["main_drafter"]), ""]
     if "languages" in m:
         rows = []
         for lang, r in m["languages"].items():

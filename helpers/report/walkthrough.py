@@ -56,8 +56,9 @@ def toy_walkthrough(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tens
     p, drafter, sampler, n = decoder.predictor, decoder.drafter, decoder.sampler, decoder.predictor.num_codes
     uu = u[0].tolist()
     cache = p.new_cache(1)
-    h = p.prefill(cache, g, c0)                                               # h_1 [1, H]
-    p1 = target_probs(p.logits(h[:, None], [1])[0, 0], sampler)
+    pre = drafter.prenorm                              # a prenorm drafter drafts from r (before the final norm)
+    h = p.prefill(cache, g, c0, prenorm=pre)                                  # h_1 [1, H] (r_1)
+    p1 = target_probs(p.logits((p.final_norm(h) if pre else h)[:, None], [1])[0, 0], sampler)
     root = int(sample(p1, u[0, 0]))
     out = {"u": uu, "c1": _draw(p1, uu[0], root), "rounds": []}
     codes, accepted, drafts, t = [root], [], [], 1
@@ -73,8 +74,8 @@ def toy_walkthrough(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tens
             depth, mask = tree.depth_list, tree.mask
         query = torch.tensor([tokens], device=p.device)
         x = p.embed(query, [t + d for d in depth])
-        hidden, k, v = p.forward_query(cache, x, mask, torch.tensor(depth, device=p.device))
-        probs = target_probs(p.logits(hidden, plan.out_pos)[0], sampler)                          # [q, V]
+        hidden, k, v = p.forward_query(cache, x, mask, torch.tensor(depth, device=p.device), prenorm=pre)
+        probs = target_probs(p.logits(p.final_norm(hidden) if pre else hidden, plan.out_pos)[0], sampler)   # [q, V]
         cols = plan.u_index.tolist()
         ys = sample(probs, u[0].index_select(0, plan.u_index.to(u.device)).to(probs.device)).tolist()
         node, path, taken = plan.walk(ys, tokens)

@@ -1,0 +1,45 @@
+"""Where the offsets enter (issue 14 item 4), on a run's cached stages: after the final norm or before it.
+
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/offset_ablation.py [--params params/mini.yaml] [--evaluate]
+
+Builds (or loads) the run's drafters and calibration stages (`helpers.experiment.stages`; the same artifacts
+`make run` uses) and prints, per drafter: added parameters, teacher-forced validation top-1 per depth, the
+calibration set's expected tokens/step at N = tree_size, and the main drafter chosen from it
+(`stages.main_drafter_choice`). --evaluate also runs the evaluation stage (free-running AR and speculative
+synthesis of every evaluation utterance, minutes on the miniature) and prints the measured tokens/step there.
+Writes the numbers as JSON to <run_dir>/offset_ablation.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from helpers.artifacts import save_json
+from helpers.experiment import stages
+from helpers.experiment.params import load_params
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--params", default="params/mini.yaml")
+    ap.add_argument("--evaluate", action="store_true", help="also measure tokens/step on the evaluation set")
+    args = ap.parse_args(argv)
+    P = load_params(args.params)
+    trained, cal = stages.drafters(P, progress=False), stages.calibration(P)
+    n = P.tree_size
+    rows = {k: {"added_params": d.added_params, "validation_top1": [a[0] for a in trained.validation[k]],
+                "expected_tokens_per_step": cal.expected[k][n]} for k, d in trained.drafters.items()}
+    if args.evaluate:
+        ev = stages.evaluation(P)
+        for k in rows:
+            rows[k]["tokens_per_step"] = ev.replay[k][n]
+    result = {"params": args.params, "tree_size": n, "calibration_frames": cal.frames, "drafters": rows,
+              "main_drafter": stages.main_drafter_choice(P)}
+    save_json(P.run_dir / "offset_ablation.json", result)
+    print(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()
