@@ -56,7 +56,9 @@ def test_mismatch_sentence_from_the_diagnostics():
     m["diagnostics"] = {"drafts": {k: {"acceptance_by_depth": [a, a / 2, a / 3]}
                                    for k, a in (("own", 0.5), ("reused", 0.3), ("offsets", 0.45))},
                         "translation": {"normed": {"shared_share": [0.02, 0.03, 0.04]},
-                                        "prenorm": {"shared_share": [0.9, 0.8, 0.7]}}}
+                                        "prenorm": {"shared_share": [0.9, 0.8, 0.7]}},
+                        "tiny_drift": {"loss_gap_closed": {"offsets": 0.43, "offsets_prenorm": 0.97}}}
     text = "\n".join(summary_lines(m))
     assert "own 0.500, reused 0.300, offsets 0.450" in text and "lose 0.200" in text
     assert "normed: 2%, 3%, 4%; prenorm: 90%, 80%, 70%" in text
+    assert "offsets 43%, offsets_prenorm 97%" in text

@@ -11,7 +11,7 @@ import torch
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from helpers.method.decoding import decode_frame_ar
 from helpers.method.diagnostics import Diagnostics, diagnostics, own_head_loss
-from helpers.method.drafters import PositionOffsets, ReusedHeads
+from helpers.method.drafters import OFFSET_KINDS, PositionOffsets, PreNormOffsets, ReusedHeads
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 from helpers.method.training import TrainConfig, train_drafter
@@ -22,23 +22,24 @@ DRIFT_SPEC = TinyTalkerSpec(hidden_size=64, num_layers=2, num_heads=4, num_kv_he
 
 @dataclass
 class DriftRecovery:
-    """Held-out draft cross-entropy (`Drafter.loss`: summed over depths, per frame) of the reused heads, the
-    trained offsets and the own heads (no mismatch), the diagnostics of the held-out frames, the spec."""
+    """Held-out draft cross-entropy (`Drafter.loss`: summed over depths, per frame) of the reused heads, both
+    trained offset variants (after and before the final norm) and the own heads (no mismatch), the diagnostics of
+    the held-out frames, the spec."""
 
     loss: dict[str, float]
     diagnostics: Diagnostics
     spec: TinyTalkerSpec
     frames: tuple[int, int]                 # (train, held out)
 
-    @property
-    def loss_gap_closed(self) -> float:
-        """(reused - offsets) / (reused - own) of the draft cross-entropy: the share of the mismatch closed."""
-        r, o, own = (self.loss[k] for k in ("reused", "offsets", "own"))
+    def loss_gap_closed(self, kind: str = "offsets") -> float:
+        """(reused - kind) / (reused - own) of the draft cross-entropy: the share of the mismatch an offset variant
+        closes."""
+        r, o, own = (self.loss[k] for k in ("reused", kind, "own"))
         return (r - o) / (r - own)
 
     def to_dict(self) -> dict:
-        return {"loss": self.loss, "loss_gap_closed": self.loss_gap_closed,
-                "acceptance_gap_closed": self.diagnostics.gap_closed("offsets"),
+        return {"loss": self.loss, "loss_gap_closed": {k: self.loss_gap_closed(k) for k in OFFSET_KINDS},
+                "acceptance_gap_closed": {k: self.diagnostics.gap_closed(k) for k in OFFSET_KINDS},
                 "position_ramp": self.spec.position_ramp, "frames": list(self.frames),
                 "diagnostics": self.diagnostics.to_dict()}
 
@@ -47,19 +48,24 @@ def drift_recovery(spec: TinyTalkerSpec = DRIFT_SPEC, train_frames: int = 2000, 
                    train: TrainConfig = TrainConfig(epochs=4, lr=1e-2), seed: int = 0,
                    sampler: SamplerConfig = SamplerConfig(), depth: int = 3) -> DriftRecovery:
     """Build the tiny talker (float32, CPU), decode train + held frames AR from random talker states, train the
-    offsets on the teacher-forced train frames and score reused heads, offsets and own heads on the held ones."""
+    offsets (both variants) on the teacher-forced train frames and score reused heads, offsets and own heads on the
+    held ones."""
     predictor = CodePredictor.from_talker(build_tiny_talker(spec, seed=seed, dtype=torch.float32))
     gen = torch.Generator().manual_seed(seed)
     n = train_frames + held_frames
     g, c0 = random_frame_inputs(spec.talker_hidden_size, spec.talker_vocab_size, n, gen, torch.float32)
     codes = torch.cat((c0[:, None], decode_frame_ar(predictor, g, c0, sampler, frame_uniforms(gen, batch=n)).codes),
                       dim=1)
-    h = predictor.teacher_forced_hidden(g, codes)
+    r = predictor.teacher_forced_hidden(g, codes, prenorm=True)
+    h = predictor.final_norm(r)
     fit, held = slice(0, train_frames), slice(train_frames, n)
-    drafters = {"reused": ReusedHeads(predictor, depth), "offsets": PositionOffsets(predictor, depth)}
-    train_drafter(drafters["offsets"], h[fit], codes[fit], train, progress=False)
+    drafters = {"reused": ReusedHeads(predictor, depth), "offsets": PositionOffsets(predictor, depth),
+                "offsets_prenorm": PreNormOffsets(predictor, depth)}
+    state = {k: r if d.prenorm else h for k, d in drafters.items()}
+    for kind in OFFSET_KINDS:
+        train_drafter(drafters[kind], state[kind][fit], codes[fit], train, progress=False)
     with torch.no_grad():
-        loss = {k: float(d.loss(h[held], codes[held])) for k, d in drafters.items()}
+        loss = {k: float(d.loss(state[k][held], codes[held])) for k, d in drafters.items()}
     loss["own"] = float(own_head_loss(predictor, h[held], codes[held], depth))
     return DriftRecovery(loss, diagnostics(predictor, drafters, g[held], codes[held], sampler, depth), spec,
                          (train_frames, held_frames))

@@ -84,6 +84,11 @@ def mismatch_lines(m: dict) -> list[str]:
                      f"(depths 1..{len(next(iter(tr.values()))['shared_share'])}): {shares}. Offsets are such "
                      "shared vectors: they can close the mismatch only as far as it is a translation (after the norm "
                      "an offset is a logit bias; before it, a move of the normed direction).")
+    drift = diag.get("tiny_drift", {}).get("loss_gap_closed")
+    if isinstance(drift, dict):
+        lines.append("- On a controlled tiny model whose drift is known (a translation before the norm, notebook 02) "
+                     "the offsets close this share of the own-vs-reused draft cross-entropy gap: "
+                     + ", ".join(f"{k} {v:.0%}" for k, v in drift.items()) + ".")
     return lines
 
 
