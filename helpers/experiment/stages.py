@@ -388,7 +388,8 @@ CONTROL_TEMPERATURE = 1.2          # the parity test's control: AR at this tempe
 
 
 def quality_seeds(P: RunParams, stream: str, seed_index: int, indices: list[int]) -> list[int]:
-    """Synthesis seeds of one stream ("ar", "spec", "control") and WER seed for the evaluation samples `indices`."""
+    """Synthesis seeds of one stream ("ar", "spec", "control") and WER seed for the evaluation samples `indices`
+    (AR's first seed is the evaluation stage's: P.seed + index)."""
     if max(indices, default=0) >= WER_SEED_STRIDE or P.wer_seeds * WER_SEED_STRIDE > STREAM_STRIDE:
         raise ValueError(f"fewer than {WER_SEED_STRIDE} evaluation samples and at most {STREAM_STRIDE // WER_SEED_STRIDE}"
                          f" WER seeds keep the streams apart; got {max(indices) + 1} and {P.wer_seeds}")
@@ -471,8 +472,11 @@ def wer(P: RunParams) -> dict:
                 for name, dec, temperature in (("ar", "ar", None), ("spec", main, None),
                                                ("control", "ar", CONTROL_TEMPERATURE)):
                     start = clock()
-                    runs = [b.synthesize(s, dec, seed=seed, temperature=temperature)
-                            for s, seed in zip(group, quality_seeds(P, name, s_idx, indices))]
+                    if (name, s_idx) == ("ar", 0):        # the evaluation stage's AR runs: the same seeds, kept
+                        runs = [syntheses(P)[0][i] for i in indices]
+                    else:
+                        runs = [b.synthesize(s, dec, seed=seed, temperature=temperature)
+                                for s, seed in zip(group, quality_seeds(P, name, s_idx, indices))]
                     seconds[name] += clock() - start
                     codes[name].setdefault(lang, []).extend(r.codes for r in runs)
                     if name != "control":
