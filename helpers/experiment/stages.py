@@ -415,6 +415,29 @@ def transcripts(b: Backend, samples: list[Sample], audio: list) -> list[str]:
     return hyps
 
 
+class _Stopwatch:
+    """Wall and CPU (process) seconds per phase: `with watch("ar"): ...`; CPU time does not grow with others' load."""
+
+    def __init__(self):
+        self.wall: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self._phase = None
+
+    def __call__(self, phase: str) -> "_Stopwatch":
+        self._phase = phase
+        return self
+
+    def __enter__(self):
+        self._start = (time.perf_counter(), time.process_time())
+
+    def __exit__(self, *exc):
+        for totals, now, then in zip((self.wall, self.cpu), (time.perf_counter(), time.process_time()), self._start):
+            totals[self._phase] = totals.get(self._phase, 0.0) + now - then
+
+    def to_dict(self) -> dict:
+        return {"wall": {k: round(v, 1) for k, v in self.wall.items()}, "cpu": {k: round(v, 1) for k, v in self.cpu.items()}}
+
+
 def _scores(b: Backend, group: list[Sample], audio: list, row: dict, name: str, first: bool) -> None:
     """Append PER (where the backend has a phoneme recogniser) and WER (where it has an ASR) of one system's audio
     of a language group to row[f"per_{name}"] and row[f"wer_{name}"]; the first seed's transcripts are kept."""
@@ -431,6 +454,24 @@ def _scores(b: Backend, group: list[Sample], audio: list, row: dict, name: str, 
             row["transcripts"] += [{"system": name, "ref": r, "hyp": h} for r, h in zip(refs, hyps)]
 
 
+def _reference_scores(b: Backend, group: list[Sample], watch: _Stopwatch) -> dict:
+    """PER of the original audio and of the ground-truth codes decoded, WER of the latter (None where not scored)."""
+    lang, out = group[0].lang, {"per_gt": None, "per_codec": None, "wer_codec": None}
+    if not (b.has_phoneme_asr(lang) or b.has_asr(lang)):
+        return out
+    with watch("decode"):
+        codec = [b.decode(s.codes) for s in group]
+    with watch("scoring"):
+        if b.has_phoneme_asr(lang):
+            refs, original = b.reference_phonemes(group), b.reference_audio(group)
+            if original is not None:
+                out["per_gt"] = b.phoneme_error_rate(refs, b.recognise_phonemes(original))
+            out["per_codec"] = b.phoneme_error_rate(refs, b.recognise_phonemes(codec))
+        if b.has_asr(lang):
+            out["wer_codec"] = b.error_rate([s.text for s in group], transcripts(b, group, codec), lang)
+    return out
+
+
 def wer(P: RunParams) -> dict:
     """Quality and parity over P.wer_seeds seeds, AR and speculative (main drafter, N = tree_size) synthesis from
     independent random streams (`quality_seeds`; same-seed identity is the evaluation stage's):
@@ -441,14 +482,15 @@ def wer(P: RunParams) -> dict:
                           language's adjusted p, "phonemes", "transcripts": the first seed's}},
      "parity": `run_parity(...).to_dict()`, AR vs speculative runs of every language and seed (must not reject),
      "control": the same test, speculative vs AR at CONTROL_TEMPERATURE (must reject), "control_temperature",
-     "seconds": {"ar", "spec", "control", "scoring"}: where the stage's time went (scoring: decoding, recognition,
-     and the phoneme recogniser's training if it was not cached), "recogniser": its training history or None}."""
+     "seconds": {"wall", "cpu"}: {"ar", "spec", "control", "decode", "scoring"} (scoring: recognition and ASR, and
+     the phoneme recogniser's training if it was not cached), "frames": {"ar", "spec", "control": compared,
+     "decoded", "synthesized": {"ar", "spec", "control"}}: what those seconds bought, "recogniser": its training history or None}."""
     b = backend(P)
     rows = samples(P, "evaluation")
 
     def build(folder):
         main = decoder(P, main_drafter(P), P.tree_size)
-        clock, seconds = time.perf_counter, dict.fromkeys(("ar", "spec", "control", "scoring"), 0.0)
+        watch, decoded, synthesized = _Stopwatch(), 0, dict.fromkeys(STREAMS, 0)
         codes = {k: {} for k in STREAMS}                           # stream -> lang -> [codes [T, 16]]
         result = {}
         for lang in b.languages:
@@ -457,37 +499,32 @@ def wer(P: RunParams) -> dict:
             if not group:
                 continue
             row = {f"{m}_{n}": [] for m in ("per", "wer") for n in ("ar", "spec")}
-            row.update(phonemes=[], transcripts=[], per_gt=None, per_codec=None, wer_codec=None)
-            start = clock()
-            codec = [b.decode(s.codes) for s in group] if b.has_phoneme_asr(lang) or b.has_asr(lang) else []
-            if b.has_phoneme_asr(lang):
-                refs, original = b.reference_phonemes(group), b.reference_audio(group)
-                if original is not None:
-                    row["per_gt"] = b.phoneme_error_rate(refs, b.recognise_phonemes(original))
-                row["per_codec"] = b.phoneme_error_rate(refs, b.recognise_phonemes(codec))
-            if b.has_asr(lang):
-                row["wer_codec"] = b.error_rate([s.text for s in group], transcripts(b, group, codec), lang)
-            seconds["scoring"] += clock() - start
+            row.update(phonemes=[], transcripts=[], **_reference_scores(b, group, watch))
+            decoded += sum(len(s.codes) for s in group) if row["per_codec"] is not None or row["wer_codec"] is not None else 0
             for s_idx in range(P.wer_seeds):
                 for name, dec, temperature in (("ar", "ar", None), ("spec", main, None),
                                                ("control", "ar", CONTROL_TEMPERATURE)):
-                    start = clock()
-                    if (name, s_idx) == ("ar", 0):        # the evaluation stage's AR runs: the same seeds, kept
-                        runs = [syntheses(P)[0][i] for i in indices]
-                    else:
-                        runs = [b.synthesize(s, dec, seed=seed, temperature=temperature)
-                                for s, seed in zip(group, quality_seeds(P, name, s_idx, indices))]
-                    seconds[name] += clock() - start
+                    with watch(name):
+                        if (name, s_idx) == ("ar", 0):    # the evaluation stage's AR runs: the same seeds, kept
+                            runs = [syntheses(P)[0][i] for i in indices]
+                        else:
+                            runs = [b.synthesize(s, dec, seed=seed, temperature=temperature)
+                                    for s, seed in zip(group, quality_seeds(P, name, s_idx, indices))]
+                            synthesized[name] += sum(len(r.codes) for r in runs)
                     codes[name].setdefault(lang, []).extend(r.codes for r in runs)
-                    if name != "control":
-                        start = clock()
-                        _scores(b, group, [b.decode(r.codes) for r in runs], row, name, s_idx == 0)
-                        seconds["scoring"] += clock() - start
-            row.update(frames_ar=sum(len(c) for c in codes["ar"][lang]), frames_spec=sum(len(c) for c in codes["spec"][lang]),
+                    if name != "control" and (b.has_phoneme_asr(lang) or b.has_asr(lang)):
+                        with watch("decode"):
+                            audio = [b.decode(r.codes) for r in runs]
+                        decoded += sum(len(r.codes) for r in runs)
+                        with watch("scoring"):
+                            _scores(b, group, audio, row, name, s_idx == 0)
+            row.update(frames_ar=sum(map(len, codes["ar"][lang])), frames_spec=sum(map(len, codes["spec"][lang])),
                        parity_p=run_parity(codes["ar"][lang], codes["spec"][lang]).p_min_adjusted)
             result[lang] = row
         pooled = {k: [c for by_lang in v.values() for c in by_lang] for k, v in codes.items()}
-        save_json(folder / "wer.json", {"languages": result, "seconds": {k: round(v, 1) for k, v in seconds.items()},
+        frames = {k: sum(map(len, v)) for k, v in pooled.items()}
+        save_json(folder / "wer.json", {"languages": result, "seconds": watch.to_dict(),
+                                        "frames": {**frames, "decoded": decoded, "synthesized": synthesized},
                                         "parity": run_parity(pooled["ar"], pooled["spec"]).to_dict(),
                                         "control": run_parity(pooled["spec"], pooled["control"]).to_dict(),
                                         "control_temperature": CONTROL_TEMPERATURE,

@@ -140,10 +140,10 @@ def phoneme_error_rate(refs: list[list[str]], hyps: list[list[str]]) -> float:
 def train_recogniser(audio: list[np.ndarray], phonemes: list[list[str]], cfg: RecogniserConfig,
                      val_audio: list[np.ndarray] = (), val_phonemes: list[list[str]] = ()) -> tuple[PhonemeRecogniser, dict]:
     """CTC training (AdamW, one-cycle) on clips and their phoneme tokens; history: loss per epoch (mean over
-    batches), validation PER per epoch (if validation clips are given), seconds, threads."""
+    batches), validation PER per epoch (if validation clips are given), wall and CPU seconds, threads."""
     if len(audio) != len(phonemes) or not audio:
         raise ValueError(f"need as many phoneme sequences as clips (>= 1), got {len(audio)} and {len(phonemes)}")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     symbols = sorted({p for seq in phonemes for p in seq})
     index = {p: i + 1 for i, p in enumerate(symbols)}
     feats = [features(a, cfg.n_mels) for a in audio]
@@ -176,7 +176,8 @@ def train_recogniser(audio: list[np.ndarray], phonemes: list[list[str]], cfg: Re
         history["loss"].append(total / batches)
         if len(val_audio):
             history["val_per"].append(phoneme_error_rate(list(val_phonemes), rec.recognise(list(val_audio))))
-    history.update(seconds=round(time.perf_counter() - start, 1), threads=torch.get_num_threads(),
+    history.update(seconds=round(time.perf_counter() - start, 1), cpu_seconds=round(time.process_time() - cpu, 1),
+                   threads=torch.get_num_threads(),
                    clips=len(audio), parameters=sum(p.numel() for p in model.parameters()))
     return rec, history
 
