@@ -98,7 +98,7 @@ def _mask(lengths: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
 
 
 def _batch(feats: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    lengths = torch.tensor([len(f) for f in feats])
+    lengths = torch.tensor([len(f) for f in feats], device=feats[0].device)
     return nn.utils.rnn.pad_sequence(feats, batch_first=True), lengths
 
 
@@ -147,7 +147,7 @@ def train_recogniser(audio: list[np.ndarray], phonemes: list[list[str]], cfg: Re
     symbols = sorted({p for seq in phonemes for p in seq})
     index = {p: i + 1 for i, p in enumerate(symbols)}
     feats = [features(a, cfg.n_mels) for a in audio]
-    targets = [torch.tensor([index[p] for p in seq]) for seq in phonemes]
+    targets = [torch.tensor([index[p] for p in seq], device=feats[0].device) for seq in phonemes]
     torch.manual_seed(cfg.seed)
     model = CTCModel(cfg.n_mels, len(symbols), cfg.hidden, cfg.layers)
     rec = PhonemeRecogniser(model, symbols, cfg)
@@ -166,7 +166,7 @@ def train_recogniser(audio: list[np.ndarray], phonemes: list[list[str]], cfg: Re
             x, lengths = _batch([feats[i] for i in idx])
             logp, steps = model(x, lengths)
             y = [targets[i] for i in idx]
-            loss = ctc(logp.transpose(0, 1), torch.cat(y), steps, torch.tensor([len(t) for t in y]))
+            loss = ctc(logp.transpose(0, 1), torch.cat(y), steps, torch.tensor([len(t) for t in y], device=x.device))
             opt.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
