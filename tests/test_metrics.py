@@ -24,9 +24,20 @@ def test_exact_mode_needs_every_frame_identical():
     assert run_problems(P, complete(P, ok)) == []
     assert "only 9 of 10" in run_problems(P, complete(P, {**ok, "frames_identical": 9}))[0]
     assert "replay differs" in run_problems(P, complete(P, {**ok, "replay_mismatched": 2}))[0]
+
+
+def test_independent_stream_parity_must_hold_and_its_control_must_reject():
+    P = RunParams()
+    ok = dict(frames_compared=10, frames_identical=10, identical_fraction=1.0, exact=True, replay_mismatched=0,
+              parity={"p_min_adjusted": 1.0, "rejected": False})
     m = complete(P, ok)
-    m["languages"]["en"]["identical_fraction"] = 0.5
-    assert "en's WER syntheses" in run_problems(P, m)[0]
+    m["parity"] = {"p_min_adjusted": 0.5, "rejected": False, "control_temperature": 1.2,
+                   "control": {"p_min_adjusted": 1e-12, "rejected": True}}
+    assert run_problems(P, m) == []
+    m["parity"].update(p_min_adjusted=1e-6, rejected=True)
+    assert "parity test rejects" in run_problems(P, m)[0]
+    m["parity"].update(p_min_adjusted=0.5, rejected=False, control={"p_min_adjusted": 0.3, "rejected": False})
+    assert "control (temperature 1.2) is not rejected" in run_problems(P, m)[0]
 
 
 def test_deployment_mode_needs_parity_and_a_missing_key_is_named():

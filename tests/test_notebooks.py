@@ -58,6 +58,8 @@ def test_the_whole_sequence_runs_on_smoke_with_complete_metrics(smoke_run):
     assert lossless["frames_compared"] > 100 and lossless["frames_identical"] == lossless["frames_compared"]
     assert set(metrics["run"]["wall_s"]) == set(names)
     assert metrics["languages"]["en"]["wer_ar"] is not None and metrics["languages"]["de"]["wer_ar"] is None
+    assert all(metrics["languages"][lang]["per_ar"] is not None for lang in P.languages)     # PER in every language
+    assert not metrics["parity"]["rejected"] and metrics["parity"]["control"]["rejected"]
     for n in P.tree_sizes:
         assert 1.0 < metrics["tree"][str(n)]["measured_tokens_per_step"] <= 15.0
     assert metrics["drafters"]["offsets"]["added_params"] == P.depth * 64          # K x H of the smoke model

@@ -6,7 +6,7 @@ import torch
 
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from helpers.method.decoding import decode_frame_ar
-from helpers.method.parity import code_parity, compare_frames
+from helpers.method.parity import code_parity, compare_frames, run_parity
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 
@@ -48,3 +48,22 @@ def test_parity_holds_for_one_distribution_and_rejects_another_temperature():
     assert hotter.to_dict()["samples"] == [3000, 3000]
     with pytest.raises(ValueError, match=r"codes \[n, P\]"):
         code_parity(base, base[:, :3])
+
+
+def _runs(codes: torch.Tensor, repeat: int = 5, length: int = 4) -> list[torch.Tensor]:
+    """Runs of dependent frames: each run holds `length` sampled frames, each repeated `repeat` times in a row."""
+    return list(codes.repeat_interleave(repeat, 0).split(repeat * length))
+
+
+def test_run_parity_corrects_for_dependent_frames_and_still_rejects_another_temperature():
+    predictor = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=torch.float64))
+    base = _runs(_codes(predictor, SamplerConfig(temperature=0.9), seed=1, n=1200))
+    same = run_parity(base, _runs(_codes(predictor, SamplerConfig(temperature=0.9), seed=2, n=1200)))
+    assert not same.rejected, same.p_values
+    assert min(same.design_effect[1:]) > 2.5                        # frames repeated 5 times: about 5
+    naive = code_parity(torch.cat(base), torch.cat(_runs(_codes(predictor, SamplerConfig(temperature=0.9), seed=2, n=1200))))
+    assert naive.p_min_adjusted < same.p_min_adjusted                 # the uncorrected test overstates the evidence
+    hotter = run_parity(base, _runs(_codes(predictor, SamplerConfig(temperature=1.2), seed=3, n=1200)))
+    assert hotter.rejected and hotter.to_dict()["samples"] == [6000, 6000] and len(hotter.design_effect) == 16
+    with pytest.raises(ValueError, match="non-empty lists"):
+        run_parity(base, [])

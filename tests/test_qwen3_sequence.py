@@ -1,7 +1,8 @@
 """The whole notebook sequence (`python -m helpers PARAMS`) on the qwen3 backend with the model in bf16 on CPU
 (tiny saved checkpoint, local datasets, tiny Whisper): it completes through 07 (Core ML from a CPU float32 copy)
 and 08's report. With the inner loop in bf16 the report states the identical fraction and the per-position parity
-test; with it in float64 (beside the bf16 talker) every frame is identical, as notebooks 04 and 05 assert."""
+test; with it in float64 (beside the bf16 talker) every frame is identical, as notebook 04 asserts. One evaluation
+utterance per system cannot power the independent-stream parity test's control: 08 stops on that alone."""
 
 import json
 import subprocess
@@ -33,7 +34,12 @@ def test_the_sequence_runs_in_bf16_and_reports_losslessness(params_file, inner, 
     result = subprocess.run([sys.executable, "-m", "helpers", str(params_file), "-p", f"run_name={name}",
                              "-p", f"inner_loop_dtype={inner}"], cwd=REPO_ROOT, capture_output=True, text=True,
                             timeout=1200)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    if result.returncode:          # one utterance per system cannot power the parity control: 08 must say only that
+        said = result.stdout + result.stderr
+        stopped = said.split("the run is not complete:")[-1].split("partial output:")[0]
+        problems = [line.strip() for line in stopped.splitlines() if line.strip()]
+        assert "08_report ... FAILED" in said and len(problems) == 1, said[-3000:]
+        assert problems[0].startswith("the parity test's control (temperature 1.2) is not rejected"), problems
     P = load_params(params_file, {"run_name": name, "inner_loop_dtype": inner})
     metrics = json.loads((P.run_dir / "metrics.json").read_text())
     assert missing_keys(metrics, required_keys(P)) == []
@@ -44,12 +50,12 @@ def test_the_sequence_runs_in_bf16_and_reports_losslessness(params_file, inner, 
     assert metrics["latency"]["cpu"]["dtype"] == "torch.bfloat16"                  # 06 times the run's own dtype
     assert {"ar_fp16", "fused_n4_fp16"} <= set(metrics["coreml"])                   # 07 exported a float32 copy
     en = metrics["languages"]["en"]
-    assert 0.0 <= en["identical_fraction"] <= 1.0 and 0.0 <= en["parity_p"] <= 1.0
+    assert 0.0 <= en["parity_p"] <= 1.0 and en["per_ar"] is None and len(metrics["parity"]["p_values"]) == 16
     report = (P.run_dir / "report.md").read_text()
     assert f"of {lo['frames_compared']:,} frames identical" in report and "Parity test per code position" in report
     assert "beside a bfloat16 talker" in report
     if exact:
-        assert lo["frames_identical"] == lo["frames_compared"] and en["identical_fraction"] == 1.0
+        assert lo["frames_identical"] == lo["frames_compared"]
         assert "full equality" in report and lo["replay_mismatched"] == 0
     else:
         assert "deployment mode" in report and not lo["parity"]["rejected"]

@@ -84,6 +84,30 @@ class Backend:
     def dataset_name(self, role: str) -> str:
         raise NotImplementedError
 
+    def has_phoneme_asr(self, lang: str) -> bool:
+        """Whether `recognise_phonemes` serves this language (a phoneme error rate, PER); none by default."""
+        return False
+
+    def reference_phonemes(self, samples: list[Sample]) -> list[list[str]]:
+        """The phoneme tokens each sample speaks (PER references)."""
+        raise NotImplementedError(f"backend {self.name} has no phoneme references")
+
+    def reference_audio(self, samples: list[Sample]) -> list[np.ndarray] | None:
+        """The samples' original audio (mono, `sample_rate`), where the backend keeps it; None if it does not."""
+        return None
+
+    def recognise_phonemes(self, audio: list[np.ndarray]) -> list[list[str]]:
+        """Phoneme tokens recognised in each clip (mono float audio at `sample_rate`)."""
+        raise NotImplementedError(f"backend {self.name} has no phoneme recogniser")
+
+    def phoneme_recogniser_history(self) -> dict | None:
+        """The phoneme recogniser's training record (loss and validation PER per epoch, seconds, ...), or None."""
+        return None
+
+    def phoneme_error_rate(self, refs: list[list[str]], hyps: list[list[str]]) -> float:
+        """Corpus PER: total phoneme edits / total reference phonemes."""
+        raise NotImplementedError(f"backend {self.name} has no phoneme recogniser")
+
     def max_frames(self, sample: Sample) -> int:
         """Frame budget of free-running synthesis for a sample."""
         if sample.codes is not None:
@@ -106,11 +130,17 @@ class Backend:
         states = talker_states(self.model, data, batch_size=batch_size, non_streaming=self.non_streaming_mode)
         return torch.cat(states), torch.cat([s.codes for s in samples])
 
-    def synthesize(self, sample: Sample, decoder="ar", seed: int = 0) -> Synthesis:
-        """Free-running synthesis of one sample through the official generate (our inner loop in place)."""
+    def synthesize(self, sample: Sample, decoder="ar", seed: int = 0, temperature: float | None = None) -> Synthesis:
+        """Free-running synthesis of one sample through the official generate (our inner loop in place);
+        `temperature` replaces the backend's for c0 and the inner loop alike (the parity test's control)."""
+        sampling = dict(self.talker_sampling)
+        if temperature is not None:
+            if not temperature > 0:
+                raise ValueError(f"temperature must be > 0, got {temperature}")
+            sampling.update(temperature=temperature, subtalker_temperature=temperature)
         return synthesize(self.model, sample.input_ids, self.language(sample.lang), sample.speaker, decoder,
                           seed=seed, predictor=self.predictor, max_frames=self.max_frames(sample), non_streaming_mode=self.non_streaming_mode,
-                          **self.talker_sampling)
+                          **sampling)
 
     def dataset_table(self, samples_of: Callable[[str], list[Sample]] | None = None, roles=ROLES) -> list[dict]:
         """The paper's Table 1 shape, from the samples actually used (`samples_of(role)`, default `self.samples`):

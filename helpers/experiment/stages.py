@@ -10,7 +10,9 @@ runs on its own (it builds what it needs) and re-running a notebook costs nothin
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, fields as dataclass_fields
+
 import torch
 
 from helpers.artifacts import cached_step, load_json, params_key, load_tensors, save_json, save_tensors
@@ -22,7 +24,7 @@ from helpers.method.decoding import SpeculativeDecoder
 from helpers.method.diagnostics import Diagnostics, diagnostics as compute_diagnostics
 from helpers.method.drafters import OFFSET_KINDS, Drafter, make_drafter
 from helpers.experiment.params import RunParams
-from helpers.method.parity import CodeParity, FrameComparison, code_parity, compare_frames
+from helpers.method.parity import CodeParity, FrameComparison, code_parity, compare_frames, run_parity
 from helpers.method.replay import replay_calls
 from helpers.method.sampling import SamplerConfig
 from helpers.adapter.synthesis import Synthesis
@@ -424,52 +426,156 @@ def per_language(ev: Evaluation, frames_per_second: float) -> dict[str, dict]:
                    "audio_min": r["frames"] / frames_per_second / 60} for lang, r in sorted(out.items())}
 
 
-# -- WER parity: AR vs speculative synthesis over several seeds, transcribed ------------------------
+# -- quality and parity: AR vs speculative synthesis from independent random streams, several seeds -------------
+STREAMS = {"ar": 0, "spec": 1, "control": 2}   # independent random streams of the quality stage
+STREAM_STRIDE = 1_000_000          # seed of stream k, seed s, sample i: P.seed + k * STREAM_STRIDE + s * WER_SEED_STRIDE + i
+CONTROL_TEMPERATURE = 1.2          # the parity test's control: AR at this temperature must be told apart
+CONTROL_SEEDS = 1                  # ... from the first seed only: fewer frames than the test itself has, a stricter
+                                   # proof of the test's power, and a third of the syntheses of one more system
+
+
+def quality_seeds(P: RunParams, stream: str, seed_index: int, indices: list[int]) -> list[int]:
+    """Synthesis seeds of one stream ("ar", "spec", "control") and WER seed for the evaluation samples `indices`
+    (AR's first seed is the evaluation stage's: P.seed + index)."""
+    if max(indices, default=0) >= WER_SEED_STRIDE or P.wer_seeds * WER_SEED_STRIDE > STREAM_STRIDE:
+        raise ValueError(f"fewer than {WER_SEED_STRIDE} evaluation samples and at most {STREAM_STRIDE // WER_SEED_STRIDE}"
+                         f" WER seeds keep the streams apart; got {max(indices) + 1} and {P.wer_seeds}")
+    return [P.seed + STREAMS[stream] * STREAM_STRIDE + seed_index * WER_SEED_STRIDE + i for i in indices]
+
+
 def transcribed_runs(b: Backend, samples: list[Sample], decoder, seeds: list[int]) -> list[tuple[Synthesis, str, float]]:
     """Free-running synthesis of each sample with its seed, decoded and transcribed (per language, in order):
-    [(synthesis, transcript, audio seconds)]. What the wer stage and the evaluation shards both run."""
+    [(synthesis, transcript, audio seconds)]. What the evaluation shards run."""
     runs = [b.synthesize(s, decoder, seed=seed) for s, seed in zip(samples, seeds, strict=True)]
     audio = [b.decode(r.codes) for r in runs]
+    hyps = transcripts(b, samples, audio)
+    return [(r, h, len(a) / b.sample_rate) for r, h, a in zip(runs, hyps, audio)]
+
+
+def transcripts(b: Backend, samples: list[Sample], audio: list) -> list[str]:
+    """ASR transcripts of each sample's audio, batched per language (the backend must have an ASR for each)."""
     hyps: list[str] = [""] * len(samples)
     for lang in dict.fromkeys(s.lang for s in samples):
         idx = [i for i, s in enumerate(samples) if s.lang == lang]
         for i, h in zip(idx, b.transcribe([audio[i] for i in idx], lang)):
             hyps[i] = h
-    return [(r, h, len(a) / b.sample_rate) for r, h, a in zip(runs, hyps, audio)]
+    return hyps
+
+
+class _Stopwatch:
+    """Wall and CPU (process) seconds per phase: `with watch("ar"): ...`; CPU time does not grow with others' load."""
+
+    def __init__(self):
+        self.wall: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self._phase = None
+
+    def __call__(self, phase: str) -> "_Stopwatch":
+        self._phase = phase
+        return self
+
+    def __enter__(self):
+        self._start = (time.perf_counter(), time.process_time())
+
+    def __exit__(self, *exc):
+        for totals, now, then in zip((self.wall, self.cpu), (time.perf_counter(), time.process_time()), self._start):
+            totals[self._phase] = totals.get(self._phase, 0.0) + now - then
+
+    def to_dict(self) -> dict:
+        return {"wall": {k: round(v, 1) for k, v in self.wall.items()}, "cpu": {k: round(v, 1) for k, v in self.cpu.items()}}
+
+
+def _scores(b: Backend, group: list[Sample], audio: list, row: dict, name: str, first: bool) -> None:
+    """Append PER (where the backend has a phoneme recogniser) and WER (where it has an ASR) of one system's audio
+    of a language group to row[f"per_{name}"] and row[f"wer_{name}"]; the first seed's transcripts are kept."""
+    lang = group[0].lang
+    if b.has_phoneme_asr(lang):
+        refs, hyps = b.reference_phonemes(group), b.recognise_phonemes(audio)
+        row[f"per_{name}"].append(b.phoneme_error_rate(refs, hyps))
+        if first:
+            row["phonemes"].append({"system": name, "ref": " ".join(refs[0]), "hyp": " ".join(hyps[0])})
+    if b.has_asr(lang):
+        refs, hyps = [s.text for s in group], transcripts(b, group, audio)
+        row[f"wer_{name}"].append(b.error_rate(refs, hyps, lang))
+        if first:
+            row["transcripts"] += [{"system": name, "ref": r, "hyp": h} for r, h in zip(refs, hyps)]
+
+
+def _reference_scores(b: Backend, group: list[Sample], watch: _Stopwatch) -> dict:
+    """PER of the original audio and of the ground-truth codes decoded, WER of the latter (None where not scored)."""
+    lang, out = group[0].lang, {"per_gt": None, "per_codec": None, "wer_codec": None}
+    if not (b.has_phoneme_asr(lang) or b.has_asr(lang)):
+        return out
+    with watch("decode"):
+        codec = [b.decode(s.codes) for s in group]
+    with watch("scoring"):
+        if b.has_phoneme_asr(lang):
+            refs, original = b.reference_phonemes(group), b.reference_audio(group)
+            if original is not None:
+                out["per_gt"] = b.phoneme_error_rate(refs, b.recognise_phonemes(original))
+            out["per_codec"] = b.phoneme_error_rate(refs, b.recognise_phonemes(codec))
+        if b.has_asr(lang):
+            out["wer_codec"] = b.error_rate([s.text for s in group], transcripts(b, group, codec), lang)
+    return out
 
 
 def wer(P: RunParams) -> dict:
-    """Per language with an ASR: {"wer_ar": [per seed], "wer_spec": [per seed], "wer_codec": the ground-truth codes
-    decoded (what the codec alone loses), "transcripts": first seed's, and AR vs speculative codes over every seed:
-    `FrameComparison.to_dict()` (frames_compared, frames_identical, identical_fraction, first_difference, onset)
-    and "parity" (`CodeParity.to_dict()`)}."""
+    """Quality and parity over P.wer_seeds seeds, AR and speculative (main drafter, N = tree_size) synthesis from
+    independent random streams (`quality_seeds`; same-seed identity is the evaluation stage's):
+
+    {"languages": {lang: {"per_gt", "per_codec": PER of the original audio and of the ground-truth codes decoded,
+                          "per_ar", "per_spec": [per seed], "wer_codec", "wer_ar", "wer_spec": the same in WER where
+                          there is an ASR (None / [] elsewhere), "frames_ar", "frames_spec", "parity_p": this
+                          language's adjusted p, "phonemes", "transcripts": the first seed's}},
+     "parity": `run_parity(...).to_dict()`, AR vs speculative runs of every language and seed (must not reject),
+     "control": the same test, speculative (every seed) vs AR at CONTROL_TEMPERATURE (CONTROL_SEEDS seeds; must
+     reject), "control_temperature",
+     "seconds": {"wall", "cpu"}: {"ar", "spec", "control", "decode", "scoring"} (scoring: recognition and ASR, and
+     the phoneme recogniser's training if it was not cached), "frames": {"ar", "spec", "control": compared,
+     "decoded", "synthesized": {"ar", "spec", "control"}}: what those seconds bought, "recogniser": its training history or None}."""
     b = backend(P)
     rows = samples(P, "evaluation")
 
     def build(folder):
         main = decoder(P, main_drafter(P), P.tree_size)
+        watch, decoded, synthesized = _Stopwatch(), 0, dict.fromkeys(STREAMS, 0)
+        codes = {k: {} for k in STREAMS}                           # stream -> lang -> [codes [T, 16]]
         result = {}
         for lang in b.languages:
-            group = [s for s in rows if s.lang == lang]
-            if not group or not b.has_asr(lang):
+            indices = [i for i, s in enumerate(rows) if s.lang == lang]
+            group = [rows[i] for i in indices]
+            if not group:
                 continue
-            refs = [s.text for s in group]
-            codec = b.transcribe([b.decode(s.codes) for s in group], lang)
-            row = {"wer_ar": [], "wer_spec": [], "wer_codec": b.error_rate(refs, codec, lang), "transcripts": []}
-            runs_ar, runs_spec = [], []
+            row = {f"{m}_{n}": [] for m in ("per", "wer") for n in ("ar", "spec")}
+            row.update(phonemes=[], transcripts=[], **_reference_scores(b, group, watch))
+            decoded += sum(len(s.codes) for s in group) if row["per_codec"] is not None or row["wer_codec"] is not None else 0
             for s_idx in range(P.wer_seeds):
-                seeds = [P.seed + s_idx * WER_SEED_STRIDE + i for i in range(len(group))]
-                ar = transcribed_runs(b, group, "ar", seeds)
-                spec = transcribed_runs(b, group, main, seeds)
-                runs_ar += [r for r, _, _ in ar]
-                runs_spec += [r for r, _, _ in spec]
-                for name, runs in (("ar", ar), ("spec", spec)):
-                    hyps = [h for _, h, _ in runs]
-                    row[f"wer_{name}"].append(b.error_rate(refs, hyps, lang))
-                    if s_idx == 0:
-                        row["transcripts"] += [{"system": name, "ref": r, "hyp": h} for r, h in zip(refs, hyps)]
-            comparison, parity = compare_runs(runs_ar, runs_spec)
-            result[lang] = {**row, **comparison.to_dict(), "parity": parity.to_dict()}
-        save_json(folder / "wer.json", result)
+                for name, dec, temperature in (("ar", "ar", None), ("spec", main, None),
+                                               ("control", "ar", CONTROL_TEMPERATURE))[:3 if s_idx < CONTROL_SEEDS else 2]:
+                    with watch(name):
+                        if (name, s_idx) == ("ar", 0):    # the evaluation stage's AR runs: the same seeds, kept
+                            runs = [syntheses(P)[0][i] for i in indices]
+                        else:
+                            runs = [b.synthesize(s, dec, seed=seed, temperature=temperature)
+                                    for s, seed in zip(group, quality_seeds(P, name, s_idx, indices))]
+                            synthesized[name] += sum(len(r.codes) for r in runs)
+                    codes[name].setdefault(lang, []).extend(r.codes for r in runs)
+                    if name != "control" and (b.has_phoneme_asr(lang) or b.has_asr(lang)):
+                        with watch("decode"):
+                            audio = [b.decode(r.codes) for r in runs]
+                        decoded += sum(len(r.codes) for r in runs)
+                        with watch("scoring"):
+                            _scores(b, group, audio, row, name, s_idx == 0)
+            row.update(frames_ar=sum(map(len, codes["ar"][lang])), frames_spec=sum(map(len, codes["spec"][lang])),
+                       parity_p=run_parity(codes["ar"][lang], codes["spec"][lang]).p_min_adjusted)
+            result[lang] = row
+        pooled = {k: [c for by_lang in v.values() for c in by_lang] for k, v in codes.items()}
+        frames = {k: sum(map(len, v)) for k, v in pooled.items()}
+        save_json(folder / "wer.json", {"languages": result, "seconds": watch.to_dict(),
+                                        "frames": {**frames, "decoded": decoded, "synthesized": synthesized},
+                                        "parity": run_parity(pooled["ar"], pooled["spec"]).to_dict(),
+                                        "control": run_parity(pooled["spec"], pooled["control"]).to_dict(),
+                                        "control_temperature": CONTROL_TEMPERATURE,
+                                        "recogniser": b.phoneme_recogniser_history()})
 
     return _cached(P, "wer", build, lambda folder: load_json(folder / "wer.json"))

@@ -7,6 +7,9 @@ another (equally likely) trajectory. What must then hold is parity in distributi
 
     cmp = compare_frames(ar_codes, spec_codes)      # identical fraction, where frames first differ
     par = code_parity(torch.cat(ar_codes), torch.cat(spec_codes))    # chi-square per code position, p-values
+
+AR and speculative runs from independent random streams (the paper's parity) are compared run by run:
+`run_parity(ar_codes, spec_codes)`, the same chi-square corrected for the frames of one run being dependent.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ class CodeParity:
     p_values: list[float]       # [P]: per code position, chi-square two-sample test of the code histograms
     samples: tuple[int, int]    # frames in each sample
     alpha: float
+    design_effect: list[float] | None = None   # [P]: `run_parity`'s correction for frames of one run (None: none)
 
     @property
     def p_min_adjusted(self) -> float:
@@ -85,8 +89,9 @@ class CodeParity:
         return self.p_min_adjusted < self.alpha
 
     def to_dict(self) -> dict:
-        return {"p_values": self.p_values, "samples": list(self.samples), "alpha": self.alpha,
-                "p_min_adjusted": self.p_min_adjusted, "rejected": self.rejected}
+        out = {"p_values": self.p_values, "samples": list(self.samples), "alpha": self.alpha,
+               "p_min_adjusted": self.p_min_adjusted, "rejected": self.rejected}
+        return out if self.design_effect is None else {**out, "design_effect": self.design_effect}
 
 
 def code_parity(a: torch.Tensor, b: torch.Tensor, alpha: float = 1e-3) -> CodeParity:
@@ -95,3 +100,51 @@ def code_parity(a: torch.Tensor, b: torch.Tensor, alpha: float = 1e-3) -> CodePa
         raise ValueError(f"expected codes [n, P] and [m, P] with n, m >= 1, got {tuple(a.shape)} and {tuple(b.shape)}")
     x, y = a.cpu().numpy(), b.cpu().numpy()
     return CodeParity([two_sample_p(x[:, [j]], y[:, [j]]) for j in range(a.shape[1])], (len(a), len(b)), alpha)
+
+
+def _chi_square(table: np.ndarray) -> np.ndarray:
+    """Pearson's statistic of [..., 2, K] contingency tables (no continuity correction) -> [...]."""
+    expected = table.sum(-2, keepdims=True) * table.sum(-1, keepdims=True) / table.sum((-2, -1), keepdims=True)
+    return (((table - expected) ** 2) / np.where(expected > 0, expected, 1.0)).sum((-2, -1))
+
+
+def run_parity(a: list[torch.Tensor], b: list[torch.Tensor], alpha: float = 1e-3, permutations: int = 200,
+               seed: int = 0) -> CodeParity:
+    """`code_parity` for whole runs (a, b: lists of codes [T_i, P] from independent random streams), corrected for
+    the frames of one run not being independent (a run's codes follow one trajectory; consecutive frames share a
+    phoneme): per position, Pearson's chi-square of the pooled code histograms (categories pooled as in
+    `two_sample_p`) divided by its design effect, the mean statistic over `permutations` random reassignments of
+    whole runs to the two samples over its degrees of freedom (at least 1; a first-order Rao-Scott correction),
+    then referred to chi-square. Frames that were independent would give a design effect near 1."""
+    from scipy.stats import chi2
+
+    if not a or not b or any(x.dim() != 2 or x.shape[1] != a[0].shape[1] for x in a + b):
+        raise ValueError("expected two non-empty lists of codes [T_i, P] with one P")
+    runs = [x.cpu().numpy() for x in a + b]
+    owner = np.repeat(np.arange(len(runs)), [len(x) for x in runs])              # run of each frame
+    frames = np.concatenate(runs)
+    rng = np.random.default_rng(seed)
+    shuffled = np.stack([rng.permutation(len(runs)) < len(a) for _ in range(permutations)])   # [perm, runs]
+    p_values, effects = [], []
+    for j in range(frames.shape[1]):
+        cats, inv = np.unique(frames[:, j], return_inverse=True)
+        counts = np.zeros((len(runs), len(cats)))
+        np.add.at(counts, (owner, inv.ravel()), 1)                                   # [runs, categories]
+        rare = counts.sum(0) < MIN_JOINT_COUNT
+        counts = np.concatenate([counts[:, ~rare], counts[:, rare].sum(1, keepdims=True)], axis=1)
+        counts = counts[:, counts.sum(0) > 0]
+        if counts.shape[1] < 2:
+            p_values.append(1.0)
+            effects.append(1.0)
+            continue
+        df = counts.shape[1] - 1
+        first = np.arange(len(runs)) < len(a)
+
+        def tables(mask):                                                           # [..., runs] -> [..., 2, K]
+            in_a = mask.astype(float) @ counts
+            return np.stack([in_a, counts.sum(0) - in_a], axis=-2)
+
+        effect = max(1.0, float(_chi_square(tables(shuffled)).mean()) / df)
+        p_values.append(float(chi2.sf(float(_chi_square(tables(first))) / effect, df)))
+        effects.append(effect)
+    return CodeParity(p_values, (int(sum(map(len, a))), int(sum(map(len, b)))), alpha, effects)

@@ -46,6 +46,25 @@ def _percent(value: float | None) -> float | None:
     return None if value is None else 100 * value
 
 
+def _pm(row: dict, key: str) -> str | None:
+    """'mean ± std' in percent of a metric over seeds (row[key], row[key + "_std"]), None if absent."""
+    mean, std = row.get(key), row.get(f"{key}_std")
+    return None if mean is None else f"{100 * mean:.1f} ± {100 * (std or 0):.1f}"
+
+
+def parity_lines(par: dict | None) -> list[str]:
+    """The independent-stream parity test and its control in words (metrics' `parity` section)."""
+    if not par:
+        return []
+    control = par.get("control", {})
+    return ["", f"Parity in distribution (AR {par['samples'][0]:,} vs speculative {par['samples'][1]:,} frames from "
+            f"independent streams): adjusted p {par['p_min_adjusted']:.3g}, "
+            f"{'the distributions DIFFER' if par['rejected'] else 'no difference'} at alpha = {par['alpha']:g}. "
+            f"Control, speculative vs AR at temperature {par.get('control_temperature')}: adjusted p "
+            f"{control.get('p_min_adjusted', float('nan')):.3g}, "
+            f"{'rejected, as it must be' if control.get('rejected') else 'NOT rejected: the test lacks power'}."]
+
+
 def sections(run_dir: Path, m: dict) -> list[str]:
     """The report's Markdown lines from a run's metrics `m` (its parameters: m["run"]["params"])."""
     run = m.get("run", {})
@@ -74,13 +93,17 @@ def sections(run_dir: Path, m: dict) -> list[str]:
         for lang, r in m["languages"].items():
             p = PAPER["table3_languages"].get(lang)
             rows.append({"language": lang, "frames": r.get("frames"), "tokens/step AR": r.get("tokens_per_step_ar"),
-                         "tokens/step spec": r.get("tokens_per_step_spec"), "WER AR %": _percent(r.get("wer_ar")),
-                         "WER spec %": _percent(r.get("wer_spec")), "identical frames (WER seeds)": r.get("identical_fraction"),
-                         "parity p (WER seeds)": r.get("parity_p"), "paper spec": p and p["spec"]["tokens_per_step"],
+                         "tokens/step spec": r.get("tokens_per_step_spec"), "PER truth %": _percent(r.get("per_gt")),
+                         "PER codec %": _percent(r.get("per_codec")), "PER AR %": _pm(r, "per_ar"),
+                         "PER spec %": _pm(r, "per_spec"), "WER AR %": _pm(r, "wer_ar"), "WER spec %": _pm(r, "wer_spec"),
+                         "parity p": r.get("parity_p"), "paper spec": p and p["spec"]["tokens_per_step"],
                          "paper WER AR %": p and _paper_error(p, "ar"), "paper WER spec %": p and _paper_error(p, "spec")})
         out += ["## Table 3: per language", "", markdown(rows), "",
-                "WER in percent (the paper: CER for ja and zh); n/a where this backend has no ASR. Identical frames and "
-                "parity p (Bonferroni-adjusted, per code position) compare AR and speculative codes over the WER seeds.", ""]
+                "Error rates in percent, mean ± std over the WER seeds, AR and speculative synthesis from independent "
+                "random streams. PER: the phoneme error rate of this backend's phoneme recogniser (truth: the original "
+                "audio; codec: its ground-truth codes decoded); WER where the backend has an ASR (the paper: CER for ja "
+                "and zh); n/a where it has neither. Parity p: Bonferroni-adjusted, per code position, AR vs speculative "
+                "runs (`run_parity`).", *parity_lines(m.get("parity")), ""]
     if "tree" in m:
         ceiling = PAPER["figure4_latency"]["acceptance_ceiling"]
         rows = [{"N": int(n), "expected tokens/step": r.get("expected_tokens_per_step"),

@@ -2,7 +2,8 @@
 
 Roles map onto the miniature's corpus: train -> offsets_train and validation -> offsets_val (English,
 like the paper's VoxPopuli), calibration (English, like LibriSpeech), evaluation (every language, one
-voice, like FLEURS). English has an offline ASR (pocketsphinx); the other languages have none.
+voice, like FLEURS). English has an offline ASR (pocketsphinx); every language has the in-domain phoneme
+recogniser (`helpers.backends.mini.phoneme_asr`, trained on the pretrain speech): a phoneme error rate.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from helpers.backends.languages import LANGUAGES
 from helpers.backends.mini import asr
 from helpers.backends.mini.build import MINI, SMOKE, Mini, build_mini
 from helpers.backends.mini.codec import SAMPLE_RATE
+from helpers.backends.mini.phoneme_asr import phoneme_error_rate, reference_tokens
 
 ROLE_ITEMS = {"train": "offsets_train", "validation": "offsets_val", "calibration": "calibration",
               "evaluation": "evaluation"}
@@ -81,6 +83,29 @@ class MiniBackend(Backend):
 
     def error_rate(self, refs: list[str], hyps: list[str], lang: str) -> float:
         return asr.wer(refs, hyps)
+
+    def has_phoneme_asr(self, lang: str) -> bool:
+        return lang in self.languages
+
+    def _items(self, samples: list[Sample]):
+        role_index = [s.id.split("/") for s in samples]        # ids are "<role>/<index in the role's items>"
+        return [self.mini.items[ROLE_ITEMS[role]][int(i)] for role, i in role_index]
+
+    def reference_phonemes(self, samples: list[Sample]) -> list[list[str]]:
+        return [reference_tokens(it.phonemes) for it in self._items(samples)]
+
+    def reference_audio(self, samples: list[Sample]) -> list[np.ndarray]:
+        """The espeak ground truth (16 kHz, the codec's rate)."""
+        return [self.mini.audio(it) for it in self._items(samples)]
+
+    def recognise_phonemes(self, audio: list[np.ndarray]) -> list[list[str]]:
+        return self.mini.recogniser()[0].recognise(audio)
+
+    def phoneme_recogniser_history(self) -> dict:
+        return self.mini.recogniser()[1]
+
+    def phoneme_error_rate(self, refs: list[list[str]], hyps: list[list[str]]) -> float:
+        return phoneme_error_rate(refs, hyps)
 
     def dataset_name(self, role: str) -> str:
         return "mini corpus, espeak-ng"

@@ -24,6 +24,7 @@ from helpers.backends.mini.codec import CodecConfig, RVQCodec, fit_codec, frame_
 from helpers.backends.languages import CODES as LANGS, LANGUAGES
 from helpers.backends.mini.corpus import make_corpus
 from helpers.backends.mini.model import MiniModelSpec, TextVocab, build_mini_model
+from helpers.backends.mini.phoneme_asr import PhonemeRecogniser, RecogniserConfig, recogniser
 from helpers.backends.mini.speech import speak_all
 from helpers.adapter.talker_inputs import Utterance
 from helpers.backends.mini.train import MiniTrainConfig, train_mini
@@ -48,6 +49,7 @@ class MiniBuildConfig:
     codec: CodecConfig = CodecConfig()
     model: MiniModelSpec = MiniModelSpec(talker_hidden=128, talker_layers=3, predictor_hidden=128, predictor_layers=3)
     train: MiniTrainConfig = MiniTrainConfig(epochs=5, lr=3e-3)
+    recogniser: RecogniserConfig = RecogniserConfig()   # the phoneme recogniser (PER), on the pretrain speech
 
     def __post_init__(self):
         for name in ("pretrain", "pretrain_val", "offsets_train", "offsets_val", "calibration", "evaluation"):
@@ -69,7 +71,8 @@ SMOKE = MiniBuildConfig(pretrain=24, pretrain_val=3, offsets_train=24, offsets_v
                         codec=CodecConfig(sizes=(32,) + (8,) * 15, pca_dim=32, kmeans_iters=4),
                         model=MiniModelSpec(codec_size=32, talker_hidden=64, talker_layers=2, predictor_hidden=64,
                                             predictor_layers=2, text_hidden=32),
-                        train=MiniTrainConfig(epochs=2, batch_size=8))
+                        train=MiniTrainConfig(epochs=2, batch_size=8),
+                        recogniser=RecogniserConfig(hidden=64, epochs=12, batch_size=8))
 
 
 @dataclass
@@ -99,9 +102,18 @@ class Mini:
     items: dict[str, list[Item]]
     folders: dict[str, Path]
     history: dict = field(default_factory=dict)
+    _loaded: dict = field(default_factory=dict, repr=False)
 
     def utterance(self, item: Item) -> Utterance:
         return Utterance(self.vocab.chat_ids(item.phonemes), item.language, item.speaker, item.codes)
+
+    def recogniser(self, log=print) -> tuple[PhonemeRecogniser, dict]:
+        """The phoneme recogniser trained on this build's pretrain speech (a cached step beside the others), and its
+        training history."""
+        if "recogniser" not in self._loaded:
+            self._loaded["recogniser"] = recogniser(self.config.recogniser, self.folders["speech"],
+                                                    self.folders["speech"].parent, log)
+        return self._loaded["recogniser"]
 
     def audio(self, item: Item) -> np.ndarray:
         """The espeak reference audio of an item (16 kHz)."""
