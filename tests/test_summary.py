@@ -38,6 +38,20 @@ def test_a_failed_check_and_a_missing_gap_are_said():
     assert "no gap to split" in text and "close" not in text
 
 
+def test_quality_and_parity_sentences():
+    m = _metrics()
+    m["languages"] = {"en": {"per_ar": 0.20, "per_spec": 0.22, "per_ar_std": 0.03, "per_spec_std": 0.01},
+                      "de": {"per_ar": 0.30, "per_spec": 0.29, "per_ar_std": 0.02, "per_spec_std": 0.02},
+                      "ja": {"per_ar": None}}
+    m["parity"] = {"rejected": False, "p_min_adjusted": 0.7, "control_temperature": 1.2,
+                   "control": {"rejected": True, "p_min_adjusted": 1e-6}}
+    text = "\n".join(summary_lines(m))
+    assert "2 languages" in text and "AR 25.0%, speculative 25.5%" in text and "gap 2.0%" in text and "3.0%" in text
+    assert "not rejected (adjusted p 0.7)" in text and "so the test has power" in text
+    m["parity"]["control"]["rejected"] = False
+    assert "lacks power" in "\n".join(summary_lines(m))
+
+
 def test_nothing_measured_nothing_said():
     assert summary_lines({"run": {"params": {}}}) == []
 
