@@ -49,7 +49,7 @@ class MiniBuildConfig:
     eval_speaker: str = "f5"               # the voice pocketsphinx understands best
     codec: CodecConfig = CodecConfig()
     model: MiniModelSpec = MiniModelSpec(talker_hidden=128, talker_layers=3, predictor_hidden=128, predictor_layers=3)
-    train: MiniTrainConfig = MiniTrainConfig(epochs=5, lr=3e-3)
+    train: MiniTrainConfig = MiniTrainConfig(epochs=5, lr=3e-3, predictor_steps=600, predictor_lr=2e-3)
 
     def __post_init__(self):
         for name in ("pretrain", "pretrain_val", "offsets_train", "offsets_val", "calibration", "evaluation"):

@@ -9,6 +9,7 @@ is computed here from the logits (qwen_tts 0.1.1's own sub-talker loss is shifte
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -16,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from helpers.adapter.talker_inputs import Utterance, batch_inputs
+from helpers.adapter.talker_inputs import Utterance, batch_inputs, talker_states
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class MiniTrainResult:
     predictor_phase_loss: list[float] = field(default_factory=list)   # phase 2, per step
     validation: list[dict] = field(default_factory=list)         # {phase, step, talker, predictor}: held-out CE
     predictor_best_step: int | None = None                       # phase 2 step whose weights were kept
+    seconds: dict = field(default_factory=dict)                  # wall time per phase (joint, predictor)
 
 
 def _teacher_forced(model: nn.Module, batch: list[Utterance], non_streaming: bool):
@@ -84,21 +86,6 @@ def utterance_losses(model: nn.Module, batch: list[Utterance], non_streaming: bo
 
 
 @torch.no_grad()
-def talker_states(model: nn.Module, data: list[Utterance], batch_size: int = 16,
-                  non_streaming: bool = False) -> tuple[float, torch.Tensor, torch.Tensor]:
-    """(talker CE per frame, g [F, H], codes [F, 16]): the teacher-forced talker over `data`, no gradients."""
-    model.eval()
-    c0_sum, c0_n, gs, cs = 0.0, 0, [], []
-    for start in range(0, len(data), batch_size):
-        c0_logits, c0_labels, g, codes = _teacher_forced(model, data[start:start + batch_size], non_streaming)
-        c0_sum += float(F.cross_entropy(c0_logits.float(), c0_labels, reduction="sum"))
-        c0_n += len(c0_labels)
-        gs.append(g)
-        cs.append(codes)
-    return c0_sum / c0_n, torch.cat(gs), torch.cat(cs)
-
-
-@torch.no_grad()
 def predictor_validation(model: nn.Module, g: torch.Tensor, codes: torch.Tensor, batch: int = 1024) -> torch.Tensor:
     """Held-out code-predictor CE per code position [15] (nats) from teacher-forced g [F, H], codes [F, 16]."""
     model.eval()
@@ -110,8 +97,15 @@ def predictor_validation(model: nn.Module, g: torch.Tensor, codes: torch.Tensor,
 def validation_losses(model: nn.Module, data: list[Utterance], batch_size: int = 16,
                       non_streaming: bool = False) -> tuple[float, torch.Tensor]:
     """(talker CE per frame, code-predictor CE per code position [15]) on held-out utterances, in nats."""
-    c0_ce, g, codes = talker_states(model, data, batch_size, non_streaming)
-    return c0_ce, predictor_validation(model, g, codes)
+    model.eval()
+    c0_sum, c0_n, gs, cs = 0.0, 0, [], []
+    for start in range(0, len(data), batch_size):
+        c0_logits, c0_labels, g, codes = _teacher_forced(model, data[start:start + batch_size], non_streaming)
+        c0_sum += float(F.cross_entropy(c0_logits.float(), c0_labels, reduction="sum"))
+        c0_n += len(c0_labels)
+        gs.append(g)
+        cs.append(codes)
+    return c0_sum / c0_n, predictor_validation(model, torch.cat(gs), torch.cat(cs))
 
 
 def _record(result: MiniTrainResult, phase: str, step: int, talker: float, predictor: torch.Tensor) -> None:
@@ -134,6 +128,7 @@ def train_mini(model: nn.Module, data: list[Utterance], cfg: MiniTrainConfig = M
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=cfg.lr, total_steps=steps, pct_start=0.1)
     result = MiniTrainResult()
     bar = tqdm(total=steps, desc="train miniature", disable=not progress)
+    start_s = time.perf_counter()
     for _ in range(cfg.epochs):
         order = torch.randperm(len(data), generator=gen).tolist()
         for start in range(0, len(data), cfg.batch_size):
@@ -155,8 +150,11 @@ def train_mini(model: nn.Module, data: list[Utterance], cfg: MiniTrainConfig = M
     bar.close()
     if val:
         _record(result, "joint", steps, *validation_losses(model, val))
+    result.seconds["joint"] = round(time.perf_counter() - start_s, 1)
     if cfg.predictor_steps:
+        start_s = time.perf_counter()
         _predictor_phase(model, data, val, cfg, result, gen, progress)
+        result.seconds["predictor"] = round(time.perf_counter() - start_s, 1)
     model.eval()
     return result
 
@@ -164,8 +162,9 @@ def train_mini(model: nn.Module, data: list[Utterance], cfg: MiniTrainConfig = M
 def _predictor_phase(model: nn.Module, data: list[Utterance], val: list[Utterance], cfg: MiniTrainConfig,
                      result: MiniTrainResult, gen: torch.Generator, progress: bool) -> None:
     """The code predictor alone (its own weights; the talker and E0 frozen) on teacher-forced talker states."""
-    _, g, codes = talker_states(model, data, non_streaming=cfg.non_streaming_mode)
-    val_talker, val_g, val_codes = talker_states(model, val, non_streaming=cfg.non_streaming_mode)
+    g, val_g = (torch.cat(talker_states(model, d, non_streaming=cfg.non_streaming_mode)) for d in (data, val))
+    codes, val_codes = (torch.cat([u.codes for u in d]) for d in (data, val))
+    val_talker = result.validation[-1]["talker"]                      # the talker is frozen from here on
     params = list(model.talker.code_predictor.parameters())
     optimizer = torch.optim.AdamW(params, lr=cfg.predictor_lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=cfg.predictor_lr,
