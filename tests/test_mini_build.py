@@ -116,6 +116,19 @@ def test_speech_and_codec_are_deterministic(built):
     assert np.array_equal(mini.codec.encode(first[0].audio), mini.items["pretrain"][0].codes.numpy())
 
 
+def test_residual_design_quantises_the_whole_residual(built):
+    """design="residual": every stage codes all components (a plain RVQ of one latent); the error still falls."""
+    mini, _, _ = built
+    feats = [mini.codec.features(mini.audio(it)) for it in mini.items["pretrain"][:12]]
+    cfg = CodecConfig(sizes=(16,) + (4,) * 15, pca_dim=16, kmeans_iters=3, design="residual")
+    codec = fit_codec(feats, cfg)
+    assert all(np.array_equal(d, np.arange(16)) for d in codec.dims)
+    errors = codec.stage_errors(np.concatenate(feats))
+    assert errors[16] < errors[1] < errors[0]
+    with pytest.raises(ValueError, match="design must be one of group, residual, got 'pca'"):
+        CodecConfig(design="pca")
+
+
 def test_speculative_equals_ar_over_whole_utterances(built):
     mini, _, _ = built
     model = mini.model.double()
