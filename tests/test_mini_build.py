@@ -15,6 +15,8 @@ from helpers.backends.mini.build import SMOKE, MiniBuildConfig, build_mini
 from helpers.backends.mini.codec import CodecConfig, fit_codec
 from helpers.backends.mini.backend import MiniBackend
 from helpers.backends.mini.speech import speak_all
+from helpers.backends.mini.train import MiniTrainConfig, train_mini, validation_losses
+from helpers.artifacts import load_tensors
 from helpers.method.sampling import SamplerConfig
 
 from drafting import TABLE
@@ -60,6 +62,48 @@ def test_cache_reused_and_invalidated(built, tmp_path):
     assert len(list(cache.glob("codec-*"))) == 2 and len(list(cache.glob("model-*"))) == 2
 
 
+def test_two_builds_are_identical(built, tmp_path):
+    """Two builds into two cache folders give the same codec and model tensors, whatever the caller's thread count
+    (the build runs on one thread and restores the caller's)."""
+    mini, _, _ = built
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        again = build_mini(SMOKE, tmp_path / "again", log=lambda line: None)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert [f.name for f in again.folders.values()] == [f.name for f in mini.folders.values()]
+    for name in ("codec.safetensors", "codes.safetensors"):
+        a, b = (load_tensors(m.folders["codec"] / name) for m in (mini, again))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    a, b = (load_tensors(m.folders["model"] / "model.safetensors") for m in (mini, again))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert {k: v for k, v in again.history["training"].items() if k != "seconds"} == \
+        {k: v for k, v in mini.history["training"].items() if k != "seconds"}
+
+
+def test_training_history_has_held_out_curves(built):
+    """Held-out CE at intervals for both phases; the code-predictor phase keeps the weights of its best check."""
+    mini, _, _ = built
+    history, train = mini.history["training"], SMOKE.train
+    joint = [v for v in history["validation"] if v["phase"] == "joint"]
+    phase2 = [v for v in history["validation"] if v["phase"] == "predictor"]
+    assert [v["step"] for v in joint][0] == 0 and joint[-1]["step"] == len(history["talker_loss"])
+    assert [v["step"] for v in phase2] == list(range(0, train.predictor_steps + 1, train.val_every))
+    assert len(history["predictor_phase_loss"]) == train.predictor_steps and set(history["seconds"]) == {"joint", "predictor"}
+    best = min(phase2, key=lambda v: v["predictor"])
+    assert history["predictor_best_step"] == best["step"] and best["predictor"] <= phase2[0]["predictor"]
+    assert joint[-1]["talker"] < joint[0]["talker"] and phase2[-1]["talker"] == phase2[0]["talker"]
+    val = [mini.utterance(it) for it in mini.items["pretrain_val"]]
+    _, ce = validation_losses(mini.model.float(), val)
+    assert abs(float(ce.mean()) - best["predictor"]) < 1e-4
+    with pytest.raises(ValueError, match="predictor_steps > 0 needs held-out utterances"):
+        train_mini(mini.model, val, SMOKE.train)
+    with pytest.raises(ValueError, match="predictor_steps must be an integer >= 0"):
+        MiniTrainConfig(predictor_steps=-1)
+
+
 def test_speech_and_codec_are_deterministic(built):
     mini, _, _ = built
     items = [(it.lang, it.text, it.speaker) for it in mini.items["pretrain"][:30]]
@@ -70,6 +114,19 @@ def test_speech_and_codec_are_deterministic(built):
     c1, c2 = fit_codec(feats, cfg), fit_codec(feats, cfg)
     assert all(np.array_equal(c1.encode_features(f), c2.encode_features(f)) for f in feats)
     assert np.array_equal(mini.codec.encode(first[0].audio), mini.items["pretrain"][0].codes.numpy())
+
+
+def test_residual_design_quantises_the_whole_residual(built):
+    """design="residual": every stage codes all components (a plain RVQ of one latent); the error still falls."""
+    mini, _, _ = built
+    feats = [mini.codec.features(mini.audio(it)) for it in mini.items["pretrain"][:12]]
+    cfg = CodecConfig(sizes=(16,) + (4,) * 15, pca_dim=16, kmeans_iters=3, design="residual")
+    codec = fit_codec(feats, cfg)
+    assert all(np.array_equal(d, np.arange(16)) for d in codec.dims)
+    errors = codec.stage_errors(np.concatenate(feats))
+    assert errors[16] < errors[1] < errors[0]
+    with pytest.raises(ValueError, match="design must be one of group, residual, got 'pca'"):
+        CodecConfig(design="pca")
 
 
 def test_speculative_equals_ar_over_whole_utterances(built):

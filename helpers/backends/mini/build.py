@@ -9,11 +9,13 @@ steps before it), so changing a parameter rebuilds that step and everything afte
 from __future__ import annotations
 
 import random
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
 from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGeneration
 from tqdm.auto import tqdm
@@ -48,7 +50,7 @@ class MiniBuildConfig:
     eval_speaker: str = "f5"               # the voice pocketsphinx understands best
     codec: CodecConfig = CodecConfig()
     model: MiniModelSpec = MiniModelSpec(talker_hidden=128, talker_layers=3, predictor_hidden=128, predictor_layers=3)
-    train: MiniTrainConfig = MiniTrainConfig(epochs=5, lr=3e-3)
+    train: MiniTrainConfig = MiniTrainConfig(epochs=5, lr=3e-3, predictor_steps=600, predictor_lr=2e-3)
     recogniser: RecogniserConfig = RecogniserConfig()   # the phoneme recogniser (PER), on the pretrain speech
 
     def __post_init__(self):
@@ -71,7 +73,8 @@ SMOKE = MiniBuildConfig(pretrain=24, pretrain_val=3, offsets_train=24, offsets_v
                         codec=CodecConfig(sizes=(32,) + (8,) * 15, pca_dim=32, kmeans_iters=4),
                         model=MiniModelSpec(codec_size=32, talker_hidden=64, talker_layers=2, predictor_hidden=64,
                                             predictor_layers=2, text_hidden=32),
-                        train=MiniTrainConfig(epochs=2, batch_size=8),
+                        train=MiniTrainConfig(epochs=2, batch_size=8, predictor_steps=20, predictor_batch=64,
+                                              val_every=10),
                         recogniser=RecogniserConfig(hidden=64, epochs=12, batch_size=8))
 
 
@@ -183,8 +186,9 @@ def _model_step(cfg: MiniBuildConfig, items: dict[str, list[Item]], folder: Path
     vocab = _vocab(items)
     model = build_mini_model(cfg.model, vocab, list(cfg.speakers), seed=cfg.seed)
     torch.manual_seed(cfg.seed)
-    data = [Utterance(vocab.chat_ids(it.phonemes), it.language, it.speaker, it.codes) for it in items["pretrain"]]
-    result = train_mini(model, data, cfg.train)
+    data, val = ([Utterance(vocab.chat_ids(it.phonemes), it.language, it.speaker, it.codes) for it in items[role]]
+                 for role in ("pretrain", "pretrain_val"))
+    result = train_mini(model, data, cfg.train, val=val)
     save_tensors(folder / "model.safetensors", model.state_dict())
     model.config.save_pretrained(folder)
     save_json(folder / "vocab.json", vocab.symbols)
@@ -204,8 +208,27 @@ def load_model(folder: Path) -> tuple[Qwen3TTSForConditionalGeneration, TextVoca
     return model.eval(), vocab
 
 
+@contextmanager
+def one_thread():
+    """Torch and every BLAS / OpenMP pool at one thread inside the block (restored after): k-means, PCA and training
+    give the same numbers on any machine of this kind, whatever its core count (reductions split by thread count
+    round differently)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(limits=1):
+            yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def build_mini(cfg: MiniBuildConfig = MINI, cache_dir: str | Path = "outputs/cache/mini", log=print) -> Mini:
-    """Build (or load from the cache) every step of the miniature."""
+    """Build (or load from the cache) every step of the miniature, each on one thread (`one_thread`)."""
+    with one_thread():
+        return _build(cfg, cache_dir, log)
+
+
+def _build(cfg: MiniBuildConfig, cache_dir: str | Path, log) -> Mini:
     speech_params = dict(seed=cfg.seed, roles=cfg.roles(), speakers=cfg.speakers, eval_speaker=cfg.eval_speaker)
     speech = cached_step(cache_dir, "speech", speech_params, lambda f: _speech_step(cfg, f), log)
     codec_params = dict(speech=params_key(speech_params), codec=asdict(cfg.codec))

@@ -5,7 +5,8 @@ audio (16 kHz) -> log-mel [8T, 80] (10 ms hop) -> one 640-d vector per 80 ms fra
 
 - stage 0 (`c0`, the talker's code) quantises all components with `sizes[0]` codes;
 - stage t >= 1 quantises what is left of PCA group t (the components split into 15 contiguous groups
-  in variance order) with `sizes[t]` codes.
+  in variance order) with `sizes[t]` codes (`design="group"`, the default), or, with `design="residual"`,
+  what is left of all components (a plain RVQ of one latent, as neural codecs do).
 
 Each stage codes a residual, so the error falls as stages are added; because stage t always refines
 the same slowly varying components, a deep code is related to the same code of the previous frame
@@ -31,6 +32,7 @@ STACK = 8                 # hops per codec frame: 80 ms, 12.5 frames/s
 NUM_CODEBOOKS = 16
 LOG_FLOOR = 1e-3
 DEFAULT_SIZES = (256, 64, 64, 32, 32, 32) + (16,) * 10
+DESIGNS = ("group", "residual")
 
 
 @dataclass(frozen=True)
@@ -41,9 +43,12 @@ class CodecConfig:
     kmeans_iters: int = 12
     kmeans_max_points: int = 30000
     seed: int = 0
+    design: str = "group"        # "group": stage t >= 1 refines PCA group t; "residual": every stage the whole residual
 
     def __post_init__(self):
         object.__setattr__(self, "sizes", tuple(int(s) for s in self.sizes))
+        if self.design not in DESIGNS:
+            raise ValueError(f"design must be one of {', '.join(DESIGNS)}, got {self.design!r}")
         if len(self.sizes) != NUM_CODEBOOKS or min(self.sizes) < 2:
             raise ValueError(f"sizes must list {NUM_CODEBOOKS} codebook sizes >= 2, got {self.sizes}")
         if not NUM_CODEBOOKS - 1 <= self.pca_dim <= STACK * self.n_mels:
@@ -186,7 +191,8 @@ def fit_codec(features: list[np.ndarray], config: CodecConfig = CodecConfig()) -
     proj = (proj * np.sign(proj[np.abs(proj).argmax(0), np.arange(config.pca_dim)])).astype(np.float32)
     residual = centred @ proj
     edges = np.linspace(0, config.pca_dim, NUM_CODEBOOKS).round().astype(int)
-    dims = [np.arange(config.pca_dim)] + [np.arange(edges[i], edges[i + 1]) for i in range(NUM_CODEBOOKS - 1)]
+    dims = [np.arange(config.pca_dim)] + ([np.arange(edges[i], edges[i + 1]) for i in range(NUM_CODEBOOKS - 1)]
+                                          if config.design == "group" else [np.arange(config.pca_dim)] * 15)
     books = []
     for t, d in enumerate(dims):
         book = _kmeans(residual[:, d], config.sizes[t], config.seed * 1000 + t, config.kmeans_iters,
