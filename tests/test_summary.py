@@ -68,7 +68,7 @@ def test_reference_run_report_opens_with_the_summary(tmp_path):
 def test_mismatch_sentence_from_the_diagnostics():
     m = _metrics()
     m["diagnostics"] = {"drafts": {k: {"acceptance_by_depth": [a, a / 2, a / 3]}
-                                   for k, a in (("own", 0.5), ("reused", 0.3), ("offsets", 0.45))},
+                                   for k, a in (("offsets", 0.45), ("own", 0.5), ("ideal", 0.9), ("reused", 0.3))},
                         "translation": {"normed": {"shared_share": [0.02, 0.03, 0.04]},
                                         "prenorm": {"shared_share": [0.9, 0.8, 0.7]}},
                         "tiny_drift": {"loss_gap_closed": {"offsets": 0.43, "offsets_prenorm": 0.97}}}

@@ -11,6 +11,7 @@ from statistics import mean
 from helpers.report.paper import PAPER, PAPER_DRAFTERS
 
 OFFSET_KINDS = ("offsets", "offsets_prenorm")
+REFERENCE_SCORES = ("ideal", "own_ideal_frames")   # scored on a few frames only: not beside the others
 MIN_GAP = 0.05          # tokens/call: a smaller reused-to-Medusa gap is within a run's noise, its shares meaningless
 
 
@@ -72,7 +73,8 @@ def mismatch_lines(m: dict) -> list[str]:
     drafts = diag.get("drafts", {})
     if "own" not in drafts or "reused" not in drafts:
         return []
-    acc = {k: v["acceptance_by_depth"][0] for k, v in drafts.items()}
+    order = ["own", "reused"] + sorted(k for k in drafts if k not in ("own", "reused", *REFERENCE_SCORES))
+    acc = {k: drafts[k]["acceptance_by_depth"][0] for k in order}
     named = ", ".join(f"{k} {a:.3f}" for k, a in acc.items())
     lines = [f"- **Where the mismatch is** (teacher-forced validation, depth-1 acceptance E[p_target(draft)]): {named}. "
              f"The own head reading its own state is the no-mismatch reference; the reused heads lose "
