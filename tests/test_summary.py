@@ -74,5 +74,5 @@ def test_mismatch_sentence_from_the_diagnostics():
                         "tiny_drift": {"loss_gap_closed": {"offsets": 0.43, "offsets_prenorm": 0.97}}}
     text = "\n".join(summary_lines(m))
     assert "own 0.500, reused 0.300, offsets 0.450" in text and "lose 0.200" in text
-    assert "normed: 2%, 3%, 4%; prenorm: 90%, 80%, 70%" in text
+    assert "normed: 2.0%, 3.0%, 4.0%; prenorm: 90.0%, 80.0%, 70.0%" in text
     assert "offsets 43%, offsets_prenorm 97%" in text

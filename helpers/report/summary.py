@@ -81,7 +81,7 @@ def mismatch_lines(m: dict) -> list[str]:
              f"{acc['own'] - acc['reused']:.3f} to it."]
     tr = diag.get("translation", {})
     if tr:
-        shares = "; ".join(f"{k}: " + ", ".join(f"{x:.0%}" for x in v["shared_share"]) for k, v in tr.items())
+        shares = "; ".join(f"{k}: " + ", ".join(f"{x:.1%}" for x in v["shared_share"]) for k, v in tr.items())
         lines.append(f"- One shared vector per depth explains this share of the displacement h_(t+j) - h_t "
                      f"(depths 1..{len(next(iter(tr.values()))['shared_share'])}): {shares}. Offsets are such "
                      "shared vectors: they can close the mismatch only as far as it is a translation (after the norm "
