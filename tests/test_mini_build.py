@@ -14,6 +14,7 @@ from helpers.method.drafters import ReusedHeads
 from helpers.backends.mini.build import SMOKE, MiniBuildConfig, build_mini
 from helpers.backends.mini.codec import CodecConfig, fit_codec
 from helpers.backends.mini.backend import MiniBackend
+from helpers.method.diagnostics import codebook_usage
 from helpers.backends.mini.speech import speak_all
 from helpers.backends.mini.train import MiniTrainConfig, train_mini, validation_losses
 from helpers.artifacts import load_tensors
@@ -170,6 +171,10 @@ def test_backend_roles_and_dataset_table(built):
     assert [r["stage"] for r in rows] == ["train", "validation", "calibration", "evaluation", "evaluation"]
     assert all(r["frames"] > 0 and r["hours"] > 0 for r in rows)
     assert backend.has_asr("en") and not backend.has_asr("ja")
+    assert backend.codebook_sizes == list(SMOKE.codec.sizes[1:])        # the codec's, not the predictor's vocabulary
+    codes = torch.cat([s.codes for s in backend.samples("validation")])
+    usage = codebook_usage(codes[:, 1:], backend.codebook_sizes)           # ground-truth codes fit their codebooks
+    assert bool((usage.entropy_bits <= usage.max_bits + 1e-9).all()) and usage.max_bits[-1] == 3.0
     with pytest.raises(ValueError, match="unknown role 'test'; allowed: train, validation, calibration, evaluation"):
         backend.samples("test")
     with pytest.raises(ValueError, match="unknown language 'de' for backend mini; allowed: en, ja"):

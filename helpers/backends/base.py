@@ -63,6 +63,11 @@ class Backend:
         model's dtype."""
         return talker_predictor(self.model.talker, self.inner_loop_dtype)
 
+    @property
+    def codebook_sizes(self) -> list[int]:
+        """Entries of the codec's codebooks c1..c15 (the predictor's vocabulary unless the codec says otherwise)."""
+        return [self.predictor.vocab_size] * self.predictor.num_codes
+
     # -- data, audio and ASR: the backend's own -------------------------------------------------
     def samples(self, role: str) -> list[Sample]:
         raise NotImplementedError

@@ -277,7 +277,7 @@ def diagnostics(P: RunParams) -> Diagnostics:
         g, _, codes = teacher_forced(P, "validation")
         pick = torch.linspace(0, len(codes) - 1, min(P.ceiling_frames, len(codes)), device=g.device).long()
         d = compute_diagnostics(predictor, trained.drafters, g, codes, sampler(P), P.depth, ideal_frames=pick,
-                                ideal=dict(width=32, beam=1024))
+                                ideal=dict(width=32, beam=1024), sizes=b.codebook_sizes)
         save_json(folder / "diagnostics.json", d.to_dict())
 
     return _cached(P, "calibration", build, lambda folder: Diagnostics.from_dict(load_json(folder / "diagnostics.json")),

@@ -271,10 +271,11 @@ class Diagnostics:
 @torch.no_grad()
 def diagnostics(predictor: CodePredictor, drafters: dict[str, Drafter], g: torch.Tensor, codes: torch.Tensor,
                 sampler: SamplerConfig, depth: int, ideal_frames: torch.Tensor | None = None,
-                ideal: dict | None = None) -> Diagnostics:
+                ideal: dict | None = None, sizes: list[int] | None = None) -> Diagnostics:
     """All diagnostics on teacher-forced frames. g [B, H_talker], codes [B, 16]; drafters {kind: Drafter};
     ideal_frames [n] (long): the frames the ideal drafter is scored on (exact marginals cost depth calls per
-    frame and t; None: none), with `ideal` keyword arguments of `ceiling.ideal_drafts` (width, beam)."""
+    frame and t; None: none), with `ideal` keyword arguments of `ceiling.ideal_drafts` (width, beam); sizes: the
+    codebook sizes of c1..c15 for the usage (default: the predictor's vocabulary each)."""
     r = predictor.teacher_forced_hidden(g, codes, prenorm=True)           # one pass: r, and h = norm(r)
     h = predictor.final_norm(r)
     drafts = {"own": own_drafts(predictor, h, depth)}
@@ -291,5 +292,5 @@ def diagnostics(predictor: CodePredictor, drafters: dict[str, Drafter], g: torch
         scores["own_ideal_frames"], scores["ideal"] = sub_scores["own"], sub_scores["ideal"]
     translation = {"normed": translation_constancy(h, depth),
                    "prenorm": translation_constancy(r, depth)}
-    usage = codebook_usage(codes[:, 1:], [predictor.vocab_size] * predictor.num_codes)   # the predictor's c1..c15
+    usage = codebook_usage(codes[:, 1:], sizes or [predictor.vocab_size] * predictor.num_codes)   # c1..c15
     return Diagnostics(target, scores, translation, usage, depth)

@@ -73,6 +73,11 @@ class MiniBackend(Backend):
     def decode(self, codes: torch.Tensor) -> np.ndarray:
         return self.mini.codec.decode(codes.cpu().numpy())
 
+    @property
+    def codebook_sizes(self) -> list[int]:
+        """The miniature codec's own codebook sizes for c1..c15 (smaller than the predictor's vocabulary)."""
+        return list(self.mini.codec.sizes[1:])
+
     def has_asr(self, lang: str) -> bool:
         return lang == "en"
 
