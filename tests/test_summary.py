@@ -1,12 +1,14 @@
 """The report's opening section is built from the run's metrics and says only what they show."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
 from helpers.report.report import legacy_keys_renamed, write_report
-from helpers.report.summary import MIN_GAP, gap_share, summary_lines
+from helpers.method.diagnostics import share_closed
+from helpers.report.summary import MIN_GAP, summary_lines
 
 REFERENCE = Path(__file__).resolve().parents[1] / "outputs" / "mini-reference" / "metrics.json"
 
@@ -21,8 +23,8 @@ def _metrics(reused=1.7, medusa=2.6, offsets=2.47, identical=100, compared=100):
 
 
 def test_gap_share_and_its_undefined_case():
-    assert gap_share(1.7, 2.6, 2.47) == pytest.approx(0.77 / 0.9)
-    assert gap_share(1.8, 1.8 + MIN_GAP / 2, 1.9) is None
+    assert share_closed(1.7, 2.47, 2.6, MIN_GAP) == pytest.approx(0.77 / 0.9)
+    assert math.isnan(share_closed(1.8, 1.9, 1.8 + MIN_GAP / 2, MIN_GAP))
 
 
 def test_sentences_carry_the_runs_numbers():

@@ -236,6 +236,12 @@ def codebook_usage(codes: torch.Tensor, sizes: list[int]) -> CodebookUsage:
     return CodebookUsage(e, m, top, used.long(), codes.shape[0])
 
 
+def share_closed(base: float, value: float, ref: float, min_gap: float = 1e-12) -> float:
+    """(value - base) / (ref - base): the share of the base-to-ref gap that `value` closes (NaN when the gap is
+    smaller than `min_gap` in size: nothing to split)."""
+    return (value - base) / (ref - base) if abs(ref - base) >= min_gap else float("nan")
+
+
 @dataclass
 class Diagnostics:
     """Everything above for one set of frames: target [TargetStats], scores {name: DraftScores} ("own", every
@@ -250,7 +256,7 @@ class Diagnostics:
     def gap_closed(self, drafter: str, base: str = "reused", ref: str = "own") -> list[float]:
         """Per depth: (drafter - base) / (ref - base) of the mean acceptance, the share of the mismatch closed."""
         a, b, r = (self.scores[k].by_depth()[0] for k in (drafter, base, ref))
-        return [(x - y) / (z - y) if abs(z - y) > 1e-12 else float("nan") for x, y, z in zip(a, b, r)]
+        return [share_closed(y, x, z) for x, y, z in zip(a, b, r)]
 
     def to_dict(self) -> dict:
         entropy, top = self.target.by_start(self.depth)

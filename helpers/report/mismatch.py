@@ -10,7 +10,7 @@ import torch
 
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from helpers.method.decoding import decode_frame_ar
-from helpers.method.diagnostics import Diagnostics, diagnostics, own_head_loss
+from helpers.method.diagnostics import Diagnostics, diagnostics, own_head_loss, share_closed
 from helpers.method.drafters import OFFSET_KINDS, PositionOffsets, PreNormOffsets, ReusedHeads
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampling import SamplerConfig, frame_uniforms
@@ -34,8 +34,7 @@ class DriftRecovery:
     def loss_gap_closed(self, kind: str = "offsets") -> float:
         """(reused - kind) / (reused - own) of the draft cross-entropy: the share of the mismatch an offset variant
         closes."""
-        r, o, own = (self.loss[k] for k in ("reused", kind, "own"))
-        return (r - o) / (r - own)
+        return share_closed(self.loss["reused"], self.loss[kind], self.loss["own"])
 
     def to_dict(self) -> dict:
         return {"loss": self.loss, "loss_gap_closed": {k: self.loss_gap_closed(k) for k in OFFSET_KINDS},

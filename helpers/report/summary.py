@@ -6,19 +6,15 @@ Every function returns Markdown lines and says nothing about a section the run d
 
 from __future__ import annotations
 
+import math
 from statistics import mean
 
+from helpers.method.diagnostics import share_closed
 from helpers.report.paper import PAPER, PAPER_DRAFTERS
 
 OFFSET_KINDS = ("offsets", "offsets_prenorm")
 REFERENCE_SCORES = ("ideal", "own_ideal_frames")   # scored on a few frames only: not beside the others
 MIN_GAP = 0.05          # tokens/call: a smaller reused-to-Medusa gap is within a run's noise, its shares meaningless
-
-
-def gap_share(reused: float, medusa: float, offsets: float) -> float | None:
-    """Share of the reused-to-Medusa gap that the offsets close (None when Medusa does not beat reuse)."""
-    gap = medusa - reused
-    return (offsets - reused) / gap if gap >= MIN_GAP else None
 
 
 def _paper_tokens(kind: str) -> float | None:
@@ -37,11 +33,11 @@ def drafter_lines(m: dict, tree_size) -> list[str]:
     lines = [f"- **Tokens per call** at N = {tree_size} (free-running evaluation set): this run {ours}; "
              f"the paper {paper}."]
     p = {k: _paper_tokens(k) for k in ("reused", "medusa", "offsets")}
-    paper_share = gap_share(p["reused"], p["medusa"], p["offsets"])
+    paper_share = share_closed(p["reused"], p["offsets"], p["medusa"], MIN_GAP)
     if "reused" in tps and "medusa" in tps:
         gap = tps["medusa"] - tps["reused"]
-        shares = {k: gap_share(tps["reused"], tps["medusa"], tps[k]) for k in OFFSET_KINDS if k in tps}
-        said = "; ".join(f"{k} close {s:.0%} of it" for k, s in shares.items() if s is not None)
+        shares = {k: share_closed(tps["reused"], tps[k], tps["medusa"], MIN_GAP) for k in OFFSET_KINDS if k in tps}
+        said = "; ".join(f"{k} close {s:.0%} of it" for k, s in shares.items() if not math.isnan(s))
         lines.append(f"- **The positional mismatch**: Medusa heads beat the reused heads by {gap:+.2f} tokens/call "
                      f"here and by {p['medusa'] - p['reused']:+.2f} in the paper"
                      + (f"; {said} (the paper's offsets: {paper_share:.0%})." if said else

@@ -176,7 +176,7 @@ def _predictor_phase(model: nn.Module, data: list[Utterance], val: list[Utteranc
     for step in tqdm(range(1, cfg.predictor_steps + 1), desc="train code predictor", disable=not progress):
         if pos + cfg.predictor_batch > len(g):
             order, pos = torch.randperm(len(g), generator=gen), 0
-        idx = order[pos:pos + cfg.predictor_batch]
+        idx = order[pos:pos + cfg.predictor_batch].to(g.device)        # the order from the seeded host generator
         pos += cfg.predictor_batch
         model.talker.code_predictor.train()
         ce = _predictor_ce(model, g[idx], codes[idx])
