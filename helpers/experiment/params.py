@@ -93,6 +93,9 @@ class RunParams:
     # scale-out (backend qwen3): this process's shard of extraction and evaluation
     shard_index: int = 0
     num_shards: int = 1
+    # CPU processes for a stage's independent jobs (syntheses, replays, quality runs: `helpers.experiment.pool`):
+    # 0 = one per available core on a CPU run, one on CUDA. The results do not depend on it (a test checks)
+    workers: int = 0
     # backend "qwen3": voice, data and ASR. A dataset id is a hub id or a local folder in the hub layout (parquet
     # files and a README listing the configs) or made by `save_to_disk` (<id>/<config>); FLEURS configs per language
     # are fixed (en_us, de_de, es_419, ru_ru, ja_jp, cmn_hans_cn). Utterances longer than max_utterance_seconds are skipped.
@@ -179,6 +182,11 @@ class RunParams:
                 raise ParamsError(f"{name}={getattr(self, name)!r}: a folder, where only '{{config}}' may be replaced")
         if not self.max_utterance_seconds > 0:
             raise ParamsError(f"max_utterance_seconds={self.max_utterance_seconds} must be > 0")
+        if self.workers < 0:
+            raise ParamsError(f"workers={self.workers} must be >= 0 (0: one per available CPU core, one on CUDA)")
+        if self.workers > 1 and self.device == "cuda":
+            raise ParamsError(f"workers={self.workers} starts CPU processes, the run is on CUDA: use workers 0 or 1 "
+                              "there (and num_shards to spread a run over GPUs)")
         if not 0 <= self.shard_index < self.num_shards:
             raise ParamsError(f"shard_index={self.shard_index} must be in 0..num_shards-1 (num_shards={self.num_shards})")
 

@@ -25,7 +25,8 @@ from helpers.method.diagnostics import Diagnostics, diagnostics as compute_diagn
 from helpers.method.drafters import OFFSET_KINDS, Drafter, make_drafter
 from helpers.experiment.params import RunParams
 from helpers.method.parity import CodeParity, FrameComparison, code_parity, compare_frames, run_parity
-from helpers.method.replay import replay_calls
+from helpers.experiment.pool import run_jobs, worker_count
+from helpers.method.replay import Replay, replay_calls
 from helpers.method.sampling import SamplerConfig
 from helpers.adapter.synthesis import Synthesis
 from helpers.method.training import TeacherForcedHidden, TrainConfig, train_drafter
@@ -238,7 +239,8 @@ def calibration(P: RunParams) -> Calibration:
     predictor, trained = b.predictor, drafters(P)
 
     def build(folder):
-        runs = [b.synthesize(s, "ar", seed=P.seed + CALIBRATION_SEED + i) for i, s in enumerate(samples(P, "calibration"))]
+        runs = run_jobs(P, synthesis_job, [SynthesisJob("calibration", i, P.seed + CALIBRATION_SEED + i, "ar")
+                                           for i in range(len(samples(P, "calibration")))], "calibration synthesis")
         g = torch.cat([r.g for r in runs]).to(predictor.dtype)
         codes = torch.cat([r.codes for r in runs])
         r = predictor.teacher_forced_hidden(g, codes, prenorm=True)        # one pass: r, and h = norm(r)
@@ -359,17 +361,19 @@ def compare_runs(a: list[Synthesis], b: list[Synthesis]) -> tuple[FrameCompariso
 
 
 def syntheses(P: RunParams) -> tuple[list[Synthesis], list[Synthesis]]:
-    """AR and speculative (main drafter, N = tree_size) synthesis of every evaluation sample, seed P.seed + index:
-    saved as they are, before anything is compared (the run's most expensive work is never lost to a check)."""
+    """AR and speculative (main drafter, N = tree_size) synthesis of every evaluation sample, seed P.seed + index,
+    on P.workers processes: saved as they are, before anything is compared (the run's most expensive work is never
+    lost to a check)."""
     b = backend(P)
     rows = samples(P, "evaluation")
     seeds = [P.seed + i for i in range(len(rows))]
 
     def build(folder):
-        ar = [b.synthesize(s, "ar", seed=seed) for s, seed in zip(rows, seeds)]
-        _save_runs(folder / "ar.safetensors", ar)
-        main = decoder(P, main_drafter(P), P.tree_size)
-        _save_runs(folder / "spec.safetensors", [b.synthesize(s, main, seed=seed) for s, seed in zip(rows, seeds)])
+        systems = ("ar", main_drafter(P))
+        runs = run_jobs(P, synthesis_job, [SynthesisJob("evaluation", i, seed, kind)
+                                           for kind in systems for i, seed in enumerate(seeds)], "synthesis")
+        _save_runs(folder / "ar.safetensors", runs[:len(rows)])
+        _save_runs(folder / "spec.safetensors", runs[len(rows):])
 
     def load(folder):
         return (_load_runs(folder / "ar.safetensors", len(rows), b.model.device),
@@ -378,25 +382,54 @@ def syntheses(P: RunParams) -> tuple[list[Synthesis], list[Synthesis]]:
     return _cached(P, "evaluation", build, load, name="syntheses")
 
 
+@dataclass(frozen=True)
+class SynthesisJob:
+    """One free-running synthesis: sample `index` of `role`, its seed, "ar" or a drafter kind (at N = tree_size)."""
+    role: str
+    index: int
+    seed: int
+    system: str
+    temperature: float | None = None        # None: the run's
+
+
+def synthesis_job(P: RunParams, job: SynthesisJob) -> Synthesis:
+    b = backend(P)
+    dec = "ar" if job.system == "ar" else decoder(P, job.system, P.tree_size)
+    return b.synthesize(samples(P, job.role)[job.index], dec, seed=job.seed, temperature=job.temperature)
+
+
+def replay_job(P: RunParams, job: tuple[str, int, list[int]]) -> Replay:
+    """The AR evaluation runs `indices` replayed by drafter `kind` at tree size n (`replay_calls`)."""
+    kind, n, indices = job
+    ar, _ = syntheses(P)
+    return replay_calls(decoder(P, kind, n), [ar[i] for i in indices], [P.seed + i for i in indices], strict=P.exact)
+
+
+REPLAY_CHUNK = 10                   # evaluation runs per replay job
+
+
 def evaluation(P: RunParams) -> Evaluation:
     """The evaluation syntheses compared (frames, distribution) and replayed for every drafter and N. Never raises
     on a differing frame: with an inexact inner loop (P.exact False) differences are counted; with a float64 one
     the notebooks assert there are none (and replay raises on one, after the syntheses are saved)."""
     b = backend(P)
     rows = samples(P, "evaluation")
-    seeds = [P.seed + i for i in range(len(rows))]
     ar, spec = syntheses(P)
 
     def build(folder):
         comparison, parity = compare_runs(ar, spec)
         replay, mismatched, matches = {}, {}, None
-        for kind in P.drafters:                       # the main drafter at every N, the others at tree_size
-            for n in P.tree_sizes if kind == main_drafter(P) else [P.tree_size]:
-                r = replay_calls(decoder(P, kind, n), ar, seeds, strict=P.exact)
-                if (kind, n) == (main_drafter(P), P.tree_size) and comparison.identical_fraction == 1.0:
-                    matches = r.calls == [s.calls for s in spec]
-                replay.setdefault(kind, {})[n] = b.predictor.num_codes * r.frames / sum(map(sum, r.calls))
-                mismatched.setdefault(kind, {})[n] = r.mismatched
+        configs = [(kind, n) for kind in P.drafters           # the main drafter at every N, the others at tree_size
+                   for n in (P.tree_sizes if kind == main_drafter(P) else [P.tree_size])]
+        chunks = [list(range(i, min(i + REPLAY_CHUNK, len(ar)))) for i in range(0, len(ar), REPLAY_CHUNK)]
+        parts = iter(run_jobs(P, replay_job, [(kind, n, c) for kind, n in configs for c in chunks], "replay"))
+        for kind, n in configs:
+            done = [next(parts) for _ in chunks]
+            calls = [frame_calls for r in done for frame_calls in r.calls]
+            if (kind, n) == (main_drafter(P), P.tree_size) and comparison.identical_fraction == 1.0:
+                matches = calls == [s.calls for s in spec]
+            replay.setdefault(kind, {})[n] = b.predictor.num_codes * sum(r.frames for r in done) / sum(map(sum, calls))
+            mismatched.setdefault(kind, {})[n] = sum(r.mismatched for r in done)
         save_json(folder / "evaluation.json", {"comparison": comparison.to_dict(), "parity": parity.to_dict(),
                                                "replay": replay, "replay_mismatched": mismatched,
                                                "replay_matches_synthesis": matches})
@@ -481,6 +514,12 @@ class _Stopwatch:
         for totals, now, then in zip((self.wall, self.cpu), (time.perf_counter(), time.process_time()), self._start):
             totals[self._phase] = totals.get(self._phase, 0.0) + now - then
 
+    def add(self, seconds: dict) -> None:
+        """Add another stopwatch's `to_dict()` (a worker's) phase by phase."""
+        for totals, part in ((self.wall, seconds["wall"]), (self.cpu, seconds["cpu"])):
+            for phase, value in part.items():
+                totals[phase] = totals.get(phase, 0.0) + value
+
     def to_dict(self) -> dict:
         return {"wall": {k: round(v, 1) for k, v in self.wall.items()}, "cpu": {k: round(v, 1) for k, v in self.cpu.items()}}
 
@@ -519,6 +558,50 @@ def _reference_scores(b: Backend, group: list[Sample], watch: _Stopwatch) -> dic
     return out
 
 
+@dataclass(frozen=True)
+class QualityJob:
+    """One language's reference scores (system "reference"), or one system's runs ("ar", "spec", "control") of
+    one seed over the language's evaluation samples."""
+    lang: str
+    system: str
+    seed_index: int = 0
+
+
+def quality_job(P: RunParams, job: QualityJob) -> dict:
+    """A `QualityJob` synthesised (AR's first seed: the evaluation stage's runs), decoded and scored:
+    {"row": its part of the language's row, "codes": [codes [T, 16]], "seconds": phase -> wall / CPU,
+     "synthesized", "decoded": frames}."""
+    b, rows = backend(P), samples(P, "evaluation")
+    indices = [i for i, s in enumerate(rows) if s.lang == job.lang]
+    group = [rows[i] for i in indices]
+    watch, out = _Stopwatch(), {"row": {}, "codes": [], "synthesized": 0, "decoded": 0}
+    if job.system == "reference":
+        out["row"] = _reference_scores(b, group, watch)
+        if out["row"]["per_codec"] is not None or out["row"]["wer_codec"] is not None:
+            out["decoded"] = sum(len(s.codes) for s in group)
+        out["seconds"] = watch.to_dict()
+        return out
+    with watch(job.system):
+        if (job.system, job.seed_index) == ("ar", 0):            # the evaluation stage's AR runs: the same seeds, kept
+            runs = [syntheses(P)[0][i] for i in indices]
+        else:
+            dec = decoder(P, main_drafter(P), P.tree_size) if job.system == "spec" else "ar"
+            temperature = CONTROL_TEMPERATURE if job.system == "control" else None
+            runs = [b.synthesize(s, dec, seed=seed, temperature=temperature)
+                    for s, seed in zip(group, quality_seeds(P, job.system, job.seed_index, indices))]
+            out["synthesized"] = sum(len(r.codes) for r in runs)
+    out["codes"] = [r.codes for r in runs]
+    if job.system != "control" and (b.has_phoneme_asr(job.lang) or b.has_asr(job.lang)):
+        with watch("decode"):
+            audio = [b.decode(r.codes) for r in runs]
+        out["decoded"] = sum(len(r.codes) for r in runs)
+        out["row"] = {f"per_{job.system}": [], f"wer_{job.system}": [], "phonemes": [], "transcripts": []}
+        with watch("scoring"):
+            _scores(b, group, audio, out["row"], job.system, job.seed_index == 0)
+    out["seconds"] = watch.to_dict()
+    return out
+
+
 def wer(P: RunParams) -> dict:
     """Quality and parity over P.wer_seeds seeds, AR and speculative (main drafter, N = tree_size) synthesis from
     independent random streams (`quality_seeds`; same-seed identity is the evaluation stage's):
@@ -530,48 +613,46 @@ def wer(P: RunParams) -> dict:
      "parity": `run_parity(...).to_dict()`, AR vs speculative runs of every language and seed (must not reject),
      "control": the same test, speculative (every seed) vs AR at CONTROL_TEMPERATURE (CONTROL_SEEDS seeds; must
      reject), "control_temperature",
-     "seconds": {"wall", "cpu"}: {"ar", "spec", "control", "decode", "scoring"} (scoring: recognition and ASR, and
-     the phoneme recogniser's training if it was not cached), "frames": {"ar", "spec", "control": compared,
+     "seconds": {"wall", "cpu"}: {"ar", "spec", "control", "decode", "scoring"}, summed over the jobs
+     (`quality_job`, on "workers" processes: "elapsed" is the stage's own wall time), and "recogniser" (its training
+     where it was not cached; scoring: recognition and ASR), "frames": {"ar", "spec", "control": compared,
      "decoded", "synthesized": {"ar", "spec", "control"}}: what those seconds bought, "recogniser": its training history or None}."""
     b = backend(P)
     rows = samples(P, "evaluation")
 
     def build(folder):
-        main = decoder(P, main_drafter(P), P.tree_size)
-        watch, decoded, synthesized = _Stopwatch(), 0, dict.fromkeys(STREAMS, 0)
+        watch, start = _Stopwatch(), time.perf_counter()
+        if any(b.has_phoneme_asr(lang) for lang in b.languages):
+            with watch("recogniser"):                 # trained (or loaded) here, before the workers load it
+                b.phoneme_recogniser_history()
+        syntheses(P), main_drafter(P)                 # built here: the workers only load them
+        langs = [lang for lang in b.languages if any(s.lang == lang for s in rows)]
+        jobs = [QualityJob(lang, "reference") for lang in langs] + [
+            QualityJob(lang, name, s_idx) for lang in langs for s_idx in range(P.wer_seeds)
+            for name in (tuple(STREAMS) if s_idx < CONTROL_SEEDS else ("ar", "spec"))]
+        done = dict(zip(jobs, run_jobs(P, quality_job, jobs, "quality runs")))
         codes = {k: {} for k in STREAMS}                           # stream -> lang -> [codes [T, 16]]
-        result = {}
-        for lang in b.languages:
-            indices = [i for i, s in enumerate(rows) if s.lang == lang]
-            group = [rows[i] for i in indices]
-            if not group:
-                continue
+        result, decoded, synthesized = {}, 0, dict.fromkeys(STREAMS, 0)
+        for job, part in done.items():
+            watch.add(part["seconds"])
+            decoded += part["decoded"]
+            if job.system != "reference":
+                synthesized[job.system] += part["synthesized"]
+                codes[job.system].setdefault(job.lang, []).extend(part["codes"])
+        for lang in langs:
             row = {f"{m}_{n}": [] for m in ("per", "wer") for n in ("ar", "spec")}
-            row.update(phonemes=[], transcripts=[], **_reference_scores(b, group, watch))
-            decoded += sum(len(s.codes) for s in group) if row["per_codec"] is not None or row["wer_codec"] is not None else 0
-            for s_idx in range(P.wer_seeds):
-                for name, dec, temperature in (("ar", "ar", None), ("spec", main, None),
-                                               ("control", "ar", CONTROL_TEMPERATURE))[:3 if s_idx < CONTROL_SEEDS else 2]:
-                    with watch(name):
-                        if (name, s_idx) == ("ar", 0):    # the evaluation stage's AR runs: the same seeds, kept
-                            runs = [syntheses(P)[0][i] for i in indices]
-                        else:
-                            runs = [b.synthesize(s, dec, seed=seed, temperature=temperature)
-                                    for s, seed in zip(group, quality_seeds(P, name, s_idx, indices))]
-                            synthesized[name] += sum(len(r.codes) for r in runs)
-                    codes[name].setdefault(lang, []).extend(r.codes for r in runs)
-                    if name != "control" and (b.has_phoneme_asr(lang) or b.has_asr(lang)):
-                        with watch("decode"):
-                            audio = [b.decode(r.codes) for r in runs]
-                        decoded += sum(len(r.codes) for r in runs)
-                        with watch("scoring"):
-                            _scores(b, group, audio, row, name, s_idx == 0)
+            row.update(phonemes=[], transcripts=[], **done[QualityJob(lang, "reference")]["row"])
+            for job in (j for j in jobs if j.lang == lang and j.system != "reference"):
+                for key, values in done[job]["row"].items():
+                    row[key] += values
             row.update(frames_ar=sum(map(len, codes["ar"][lang])), frames_spec=sum(map(len, codes["spec"][lang])),
                        parity_p=run_parity(codes["ar"][lang], codes["spec"][lang]).p_min_adjusted)
             result[lang] = row
         pooled = {k: [c for by_lang in v.values() for c in by_lang] for k, v in codes.items()}
         frames = {k: sum(map(len, v)) for k, v in pooled.items()}
-        save_json(folder / "wer.json", {"languages": result, "seconds": watch.to_dict(),
+        save_json(folder / "wer.json", {"languages": result,
+                                        "seconds": {**watch.to_dict(), "elapsed": round(time.perf_counter() - start, 1),
+                                                    "workers": worker_count(P, len(jobs))},
                                         "frames": {**frames, "decoded": decoded, "synthesized": synthesized},
                                         "parity": run_parity(pooled["ar"], pooled["spec"]).to_dict(),
                                         "control": run_parity(pooled["spec"], pooled["control"]).to_dict(),
