@@ -131,6 +131,19 @@ def test_asr_on_espeak_sentences():
     assert all(h == h.lower() and h.strip() for h in hyps)
 
 
+def test_a_transcript_does_not_depend_on_earlier_utterances():
+    """Noisy speech (as codec and synthesis audio is) transcribed first, and again after other noisy clips: the same
+    words (pocketsphinx keeps feature state across utterances unless `transcribe` resets it)."""
+    rng = np.random.default_rng(0)
+    clips = []
+    for text, noise in (("The farmer waters the flowers.", 0.05), ("My best friend washes the car.", 0.2),
+                        ("The old teacher reads a letter.", 0.3), ("A small dog runs home.", 0.1)):
+        audio, sr = espeak.synthesize(text, "en", "f5", rate=160)
+        clips.append((audio + rng.normal(0, noise, audio.shape).astype(np.float32), sr))
+    first = [asr.transcribe(*c) for c in clips]
+    assert [asr.transcribe(*c) for c in clips[::-1]] == first[::-1]
+
+
 def test_asr_resample_and_errors():
     assert asr.to_16k(np.zeros(22050, np.float32), 22050).shape == (16000,)
     with pytest.raises(ValueError):

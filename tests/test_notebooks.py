@@ -39,8 +39,38 @@ def run(*args, timeout=1200, env=None):
 def smoke_run(tmp_path_factory, smoke_cache):
     out = tmp_path_factory.mktemp("outputs")
     result = run("-m", "helpers", "params/smoke.yaml", "-p", f"output_dir={out}", "-p", f"cache_dir={smoke_cache}",
-                 env={"RVQ_PROGRESS_SECONDS": "0"})                  # every new output line shown as progress
+                 "-p", "workers=2", env={"RVQ_PROGRESS_SECONDS": "0"})   # every new output line shown as progress
     return out, result
+
+
+def test_one_process_builds_the_artifacts_two_workers_built(smoke_run, smoke_cache, tmp_path):
+    """Calibration, syntheses, replays and the quality stage rebuilt in this process (workers 1) from the smoke
+    run's data and drafters: every tensor file and JSON the same, byte for byte (timings aside)."""
+    import shutil
+
+    from helpers.experiment import stages
+    out, result = smoke_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    P = load_params(REPO_ROOT / "params" / "smoke.yaml", {"output_dir": str(tmp_path), "cache_dir": str(smoke_cache),
+                                                           "workers": 1})
+    parallel = out / "smoke" / "artifacts"
+    for folder in parallel.iterdir():
+        if folder.name.split("-")[0] in ("data", "samples", "drafters"):
+            shutil.copytree(folder, P.run_dir / "artifacts" / folder.name)
+    stages.calibration(P), stages.evaluation(P), stages.wer(P)
+    rebuilt = [f for f in (P.run_dir / "artifacts").iterdir() if f.name.split("-")[0] in
+               ("calibration", "syntheses", "evaluation", "wer")]
+    assert len(rebuilt) == 4
+    for folder in rebuilt:
+        for file in folder.iterdir():
+            if file.name == "build.json":
+                continue
+            if file.name == "wer.json":
+                a, b = (json.loads(f.read_text()) for f in (file, parallel / folder.name / file.name))
+                assert a.pop("seconds")["workers"] == 1 and b.pop("seconds")["workers"] == 2
+                assert a == b
+            else:
+                assert file.read_bytes() == (parallel / folder.name / file.name).read_bytes(), file
 
 
 def test_the_whole_sequence_runs_on_smoke_with_complete_metrics(smoke_run):

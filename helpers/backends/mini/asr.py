@@ -15,7 +15,7 @@ import numpy as np
 from helpers.backends.text import TextNormalizer, error_rate
 
 ASR_RATE = 16000
-CMN = "batch"  # per-utterance cepstral mean: results do not depend on earlier calls
+CMN = "batch"  # per-utterance cepstral mean (and the feature state reset before each utterance, `transcribe`)
 _DECODER = None
 _LOCK = threading.Lock()
 ENGLISH = TextNormalizer()
@@ -53,6 +53,7 @@ def transcribe(audio: np.ndarray, sr: int) -> str:
     pcm = (np.clip(x, -1.0, 1.0) * 32767).astype("<i2").tobytes()
     with _LOCK:
         d = _decoder()
+        d.reinit_feat()         # without it a transcript depends on the utterances decoded before (measured)
         d.start_utt()
         d.process_raw(pcm, full_utt=True)
         d.end_utt()
