@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from helpers.artifacts import load_json, save_json
+from helpers.experiment.pool import available_cores, worker_count
 from helpers.report.report import legacy_keys_renamed
 from helpers.experiment.params import REPO_ROOT, RunParams
 
@@ -79,7 +80,8 @@ def run_info(P: RunParams) -> dict:
     device = torch.cuda.get_device_name(0) if P.device == "cuda" and torch.cuda.is_available() else platform.processor() or platform.machine()
     return {"params": P.to_dict(), "seeds": {"base": P.seed, "wer_seeds": P.wer_seeds},
             "versions": versions, "python": platform.python_version(), "device": f"{P.device}: {device}",
-            "cpu_threads": torch.get_num_threads(), "git_revision": revision, "git_dirty": dirty}
+            "cpu_threads": torch.get_num_threads(), "cpu_cores": available_cores(),
+            "workers": worker_count(P, available_cores()), "git_revision": revision, "git_dirty": dirty}
 
 
 def required_keys(P: RunParams) -> list[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 
 from tqdm.auto import tqdm
@@ -42,9 +43,11 @@ def _cuda_available() -> bool:
 
 
 def _one_thread() -> None:
-    """Worker initializer: torch and the BLAS pools on one thread (set before the job's imports start them)."""
+    """Worker initializer: torch and the BLAS pools on one thread (set before the job's imports start them); the
+    stages' "cached" lines of a worker's own loading are not printed (its errors come back with its job)."""
     for name in THREAD_VARIABLES:
         os.environ[name] = "1"
+    sys.stdout = open(os.devnull, "w")
     import torch
     torch.set_num_threads(1)
 

@@ -19,7 +19,7 @@ from helpers.artifacts import cached_step, load_json, params_key, load_tensors, 
 from helpers.backends.base import Backend, Sample
 from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree, uncapped_table
 from helpers.method.predictor import CodePredictor
-from helpers.method.ceiling import drafter_ceiling, target_sharpness
+from helpers.method.ceiling import ceiling_mean, ceiling_sums, ideal_drafts, target_sharpness
 from helpers.method.decoding import SpeculativeDecoder
 from helpers.method.diagnostics import Diagnostics, diagnostics as compute_diagnostics
 from helpers.method.drafters import OFFSET_KINDS, Drafter, make_drafter
@@ -250,8 +250,8 @@ def calibration(P: RunParams) -> Calibration:
         save_tensors(folder / "tables.safetensors", tables)
         entropy, top = target_sharpness(predictor, h, sampler(P))
         pick = torch.linspace(0, len(codes) - 1, min(P.ceiling_frames, len(codes)), device=g.device).long()
-        ceiling, covered = drafter_ceiling(predictor, g[pick], codes[pick], sampler(P), depth=P.depth, width=32,
-                                           m=P.acceptance_width, beam=1024)
+        parts = run_jobs(P, ceiling_job, _frame_blocks(g[pick], codes[pick]), "ideal drafter")
+        ceiling, covered = ceiling_mean(*(sum(x) for x in zip(*parts)))
         trees = {k: {n: greedy_tree(a, n).paths for n in P.tree_sizes} for k, a in tables.items()}
         save_json(folder / "calibration.json", {"trees": trees, "entropy": entropy.tolist(), "top_prob": top.tolist(),
                                                 "ceiling": ceiling.tolist(), "ceiling_covered": covered.tolist(),
@@ -278,12 +278,32 @@ def diagnostics(P: RunParams) -> Diagnostics:
     def build(folder):
         g, _, codes = teacher_forced(P, "validation")
         pick = torch.linspace(0, len(codes) - 1, min(P.ceiling_frames, len(codes)), device=g.device).long()
+        drafted = torch.cat([d for d, _ in run_jobs(P, ideal_job, _frame_blocks(g[pick], codes[pick]), "ideal drafter")])
         d = compute_diagnostics(predictor, trained.drafters, g, codes, sampler(P), P.depth, ideal_frames=pick,
-                                ideal=dict(width=32, beam=1024), sizes=b.codebook_sizes)
+                                ideal_drafted=drafted, sizes=b.codebook_sizes)
         save_json(folder / "diagnostics.json", d.to_dict())
 
     return _cached(P, "calibration", build, lambda folder: Diagnostics.from_dict(load_json(folder / "diagnostics.json")),
                    name="diagnostics")
+
+
+IDEAL = dict(width=32, beam=1024)       # the ideal drafter's enumeration: codes per path and level, paths kept
+IDEAL_BLOCK = 4                         # frames per ideal-drafter job
+
+
+def _frame_blocks(g: torch.Tensor, codes: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(g [F, H_talker], codes [F, 16]) in blocks of IDEAL_BLOCK frames: the same blocks for any number of workers."""
+    return [(g[i:i + IDEAL_BLOCK], codes[i:i + IDEAL_BLOCK]) for i in range(0, len(codes), IDEAL_BLOCK)]
+
+
+def ceiling_job(P: RunParams, block: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """`ceiling_sums` of the ideal drafter on one block of calibration frames."""
+    return ceiling_sums(backend(P).predictor, *block, sampler(P), depth=P.depth, m=P.acceptance_width, **IDEAL)
+
+
+def ideal_job(P: RunParams, block: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ideal drafter's rank-0 drafts (and covered mass) on one block of validation frames (`ideal_drafts`)."""
+    return ideal_drafts(backend(P).predictor, *block, sampler(P), P.depth, **IDEAL)
 
 
 def decoder(P: RunParams, kind: str, n: int) -> SpeculativeDecoder:

@@ -69,9 +69,17 @@ def drafter_ceiling(predictor: CodePredictor, g: torch.Tensor, codes: torch.Tens
 
     g [B, H_talker], codes [B, 16] (teacher-forced contexts); depth calls per (frame, t), batch <= beam.
     """
+    return ceiling_mean(*ceiling_sums(predictor, g, codes, sampler, depth, width, m, beam))
+
+
+@torch.no_grad()
+def ceiling_sums(predictor: CodePredictor, g: torch.Tensor, codes: torch.Tensor, sampler: SamplerConfig,
+                 depth: int = 3, width: int = 16, m: int = 8, beam: int = 256) -> tuple[torch.Tensor, ...]:
+    """`drafter_ceiling`'s sums over frames and t: (top-m marginal mass [depth, m], covered mass [depth], count
+    [depth]), so that frame blocks computed apart add up (`ceiling_mean` of the summed parts)."""
     total = torch.zeros(depth, m, dtype=torch.float64, device=predictor.device)
     mass = torch.zeros(depth, dtype=torch.float64, device=predictor.device)
-    count = [0] * depth
+    count = torch.zeros(depth, dtype=torch.float64, device=predictor.device)
     n = predictor.num_codes
     for b in range(g.shape[0]):
         for t in range(1, n):
@@ -81,7 +89,12 @@ def drafter_ceiling(predictor: CodePredictor, g: torch.Tensor, codes: torch.Tens
                 total[j] += marginal.topk(m).values
                 mass[j] += c
                 count[j] += 1
-    count = total.new_tensor(count).clamp(min=1)
+    return total, mass, count
+
+
+def ceiling_mean(total: torch.Tensor, mass: torch.Tensor, count: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ceiling [depth, m], covered [depth]) on the CPU from `ceiling_sums` (or their sum over frame blocks)."""
+    count = count.clamp(min=1)
     return (total / count[:, None]).cpu(), (mass / count).cpu()
 
 

@@ -277,11 +277,13 @@ class Diagnostics:
 @torch.no_grad()
 def diagnostics(predictor: CodePredictor, drafters: dict[str, Drafter], g: torch.Tensor, codes: torch.Tensor,
                 sampler: SamplerConfig, depth: int, ideal_frames: torch.Tensor | None = None,
-                ideal: dict | None = None, sizes: list[int] | None = None) -> Diagnostics:
+                ideal: dict | None = None, sizes: list[int] | None = None,
+                ideal_drafted: torch.Tensor | None = None) -> Diagnostics:
     """All diagnostics on teacher-forced frames. g [B, H_talker], codes [B, 16]; drafters {kind: Drafter};
     ideal_frames [n] (long): the frames the ideal drafter is scored on (exact marginals cost depth calls per
-    frame and t; None: none), with `ideal` keyword arguments of `ceiling.ideal_drafts` (width, beam); sizes: the
-    codebook sizes of c1..c15 for the usage (default: the predictor's vocabulary each)."""
+    frame and t; None: none), with `ideal` keyword arguments of `ceiling.ideal_drafts` (width, beam), or its drafts
+    on those frames computed elsewhere (in frame blocks on several processes), ideal_drafted [n, 14, depth];
+    sizes: the codebook sizes of c1..c15 for the usage (default: the predictor's vocabulary each)."""
     r = predictor.teacher_forced_hidden(g, codes, prenorm=True)           # one pass: r, and h = norm(r)
     h = predictor.final_norm(r)
     drafts = {"own": own_drafts(predictor, h, depth)}
@@ -293,7 +295,9 @@ def diagnostics(predictor: CodePredictor, drafters: dict[str, Drafter], g: torch
     if ideal_frames is not None and len(ideal_frames):
         pick = ideal_frames.to(g.device)
         sub = {"own": drafts["own"][pick]}
-        sub["ideal"], _ = ideal_drafts(predictor, g[pick], codes[pick], sampler, depth, **(ideal or {}))
+        if ideal_drafted is None:
+            ideal_drafted, _ = ideal_drafts(predictor, g[pick], codes[pick], sampler, depth, **(ideal or {}))
+        sub["ideal"] = ideal_drafted.to(g.device)
         _, sub_scores = score_drafts(predictor, h[pick], codes[pick], sampler, sub)
         scores["own_ideal_frames"], scores["ideal"] = sub_scores["own"], sub_scores["ideal"]
     translation = {"normed": translation_constancy(h, depth),

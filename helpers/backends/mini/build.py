@@ -208,23 +208,27 @@ def load_model(folder: Path) -> tuple[Qwen3TTSForConditionalGeneration, TextVoca
     return model.eval(), vocab
 
 
+MODEL_THREADS = 2           # the model step's torch threads: batches of 16 utterances are large enough for two
+
+
 @contextmanager
-def one_thread():
-    """Torch and every BLAS / OpenMP pool at one thread inside the block (restored after): k-means, PCA and training
+def fixed_threads(n: int):
+    """Torch and every BLAS / OpenMP pool at `n` threads inside the block (restored after): k-means, PCA and training
     give the same numbers on any machine of this kind, whatever its core count (reductions split by thread count
-    round differently)."""
+    round differently, so the count is fixed, and part of the model step's cache key)."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(n)
     try:
-        with threadpool_limits(limits=1):
+        with threadpool_limits(limits=n):
             yield
     finally:
         torch.set_num_threads(threads)
 
 
 def build_mini(cfg: MiniBuildConfig = MINI, cache_dir: str | Path = "outputs/cache/mini", log=print) -> Mini:
-    """Build (or load from the cache) every step of the miniature, each on one thread (`one_thread`)."""
-    with one_thread():
+    """Build (or load from the cache) every step of the miniature: speech and codec on one thread, the model's
+    training on MODEL_THREADS (`fixed_threads`)."""
+    with fixed_threads(1):
         return _build(cfg, cache_dir, log)
 
 
@@ -235,8 +239,13 @@ def _build(cfg: MiniBuildConfig, cache_dir: str | Path, log) -> Mini:
     codec_folder = cached_step(cache_dir, "codec", codec_params, lambda f: _codec_step(cfg, speech, f), log)
     items = _load_items(speech, codec_folder)
     model_params = dict(codec=params_key(codec_params), model=asdict(cfg.model), train=asdict(cfg.train),
-                        seed=cfg.seed)
-    model_folder = cached_step(cache_dir, "model", model_params, lambda f: _model_step(cfg, items, f), log)
+                        seed=cfg.seed, threads=MODEL_THREADS)
+
+    def model_step(folder):
+        with fixed_threads(MODEL_THREADS):
+            _model_step(cfg, items, folder)
+
+    model_folder = cached_step(cache_dir, "model", model_params, model_step, log)
     model, vocab = load_model(model_folder)
     return Mini(cfg, model, RVQCodec.load(codec_folder / "codec.safetensors"), vocab, items,
                 dict(speech=speech, codec=codec_folder, model=model_folder),
