@@ -14,6 +14,7 @@ from drafting import TREES, random_drafters
 from helpers.artifacts import load_json, load_tensors
 from helpers.method.decoding import SpeculativeDecoder
 from helpers.backends.text import TextNormalizer, error_rate
+from helpers.experiment.stages import STREAM_STRIDE
 from helpers.experiment.shards import error_rates, evaluate_shard, extract_shard, launcher_shard, main, merge_shards, shard_of
 from helpers.method.sampling import SamplerConfig
 from qwen3_tiny import tiny_params
@@ -58,21 +59,28 @@ def test_two_processes_extract_what_one_process_extracts(backend, qwen3_tiny, tm
     assert one["g"].shape == (int(one["frames"].sum()), backend.model.config.talker_config.hidden_size)
 
 
-def test_evaluation_shards_merge_to_the_single_process_rows(backend, tmp_path, qwen3_params):
+@pytest.mark.parametrize("independent", [True, False])
+def test_evaluation_shards_merge_to_the_single_process_rows(backend, tmp_path, qwen3_params, independent):
+    """Two shards merge to one process's rows. Independent streams (the paper's comparison): each system its own
+    synthesis seeds; the same streams (independent=False): lossless decoding gives the AR codes, so the same audio."""
     P = qwen3_params
     decoder = SpeculativeDecoder(backend.predictor, random_drafters(backend.predictor)["offsets"], TREES["sparse16"],
                                  SamplerConfig(P.top_k, P.top_p, P.temperature))
     systems, seeds = {"ar": "ar", "offsets": decoder}, [5]
     for i in range(2):
-        evaluate_shard(backend, systems, seeds, tmp_path, i, 2)
+        evaluate_shard(backend, systems, seeds, tmp_path, i, 2, independent=independent)
     merge_shards(tmp_path, "evaluation", 2)
     rows = load_json(tmp_path / "evaluation.json")["rows"]
-    assert rows == load_json(evaluate_shard(backend, systems, seeds, tmp_path / "one").with_suffix(".json"))["rows"]
+    single = evaluate_shard(backend, systems, seeds, tmp_path / "one", independent=independent)
+    assert rows == load_json(single.with_suffix(".json"))["rows"]
     assert [(r["lang"], r["system"], r["seed"]) for r in rows] == [
         ("en", "ar", 5), ("en", "offsets", 5), ("ja", "ar", 5), ("ja", "offsets", 5)]
-    for ar, spec in (rows[:2], rows[2:]):                 # same codes, so the same audio and transcript
-        assert ar["transcript"] == spec["transcript"] and ar["frames"] == spec["frames"] and ar["audio_seconds"] > 0
-        assert ar["calls"] == 15 * ar["frames"] and spec["calls"] < ar["calls"]
+    stream = STREAM_STRIDE if independent else 0
+    assert [r["synthesis_seed"] for r in rows] == [5, 5 + stream, 6, 6 + stream]
+    for ar, spec in (rows[:2], rows[2:]):
+        assert ar["audio_seconds"] > 0 and ar["calls"] == 15 * ar["frames"] and spec["calls"] < 15 * spec["frames"]
+        if not independent:                       # same codes, so the same audio and transcript
+            assert ar["transcript"] == spec["transcript"] and ar["frames"] == spec["frames"]
 
 
 def test_error_rates_summarise_seeds_per_language_and_system():

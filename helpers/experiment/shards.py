@@ -21,7 +21,7 @@ import torch
 
 from helpers.artifacts import load_json, load_tensors, save_json, save_tensors
 from helpers.experiment.params import load_params, parse_override
-from helpers.experiment.stages import load_backend, transcribed_runs
+from helpers.experiment.stages import STREAM_STRIDE, load_backend, transcribed_runs
 
 
 def shard_of(items: list, shard_index: int, num_shards: int) -> list:
@@ -62,20 +62,26 @@ def extract_shard(backend, role: str, folder, shard_index: int = 0, num_shards: 
 
 
 def evaluate_shard(backend, systems: dict, seeds: list[int], folder, shard_index: int = 0,
-                   num_shards: int = 1, name: str = "evaluation") -> Path:
+                   num_shards: int = 1, name: str = "evaluation", independent: bool = True) -> Path:
     """Free-running synthesis of this shard's evaluation utterances by every system and seed, with transcripts.
 
     systems: name -> decoder ("ar" or a SpeculativeDecoder). One row per (utterance, seed, system), made by the
-    evaluation stages' own `transcribed_runs`.
+    evaluation stages' own `transcribed_runs`. Utterance i of the role (its index over all shards) under seed s is
+    synthesised with seed s + k * STREAM_STRIDE + i by the k-th system: independent random streams, as the paper
+    compares systems (`independent=False`: every system on s + i, the same codes where decoding is lossless).
     """
-    samples = backend.encode(shard_of(backend.records("evaluation"), shard_index, num_shards))
-    runs = {(seed, system): transcribed_runs(backend, samples, decoder, [seed] * len(samples))
+    records = backend.records("evaluation")
+    block = shard_of(list(range(len(records))), shard_index, num_shards)
+    samples = backend.encode([records[i] for i in block])
+    streams = {system: (k if independent else 0) * STREAM_STRIDE for k, system in enumerate(systems)}
+    runs = {(seed, system): transcribed_runs(backend, samples, decoder, [seed + streams[system] + i for i in block])
             for seed in seeds for system, decoder in systems.items()}
     rows = []
-    for i, s in enumerate(samples):                  # utterance order: the merged shards are one process's rows
+    for i, s in zip(block, samples):                 # utterance order: the merged shards are one process's rows
         for (seed, system), done in runs.items():
-            syn, hyp, seconds = done[i]
-            rows.append(dict(id=s.id, lang=s.lang, system=system, seed=seed, frames=len(syn.calls),
+            syn, hyp, seconds = done[block.index(i)]
+            rows.append(dict(id=s.id, lang=s.lang, system=system, seed=seed,
+                             synthesis_seed=seed + streams[system] + i, frames=len(syn.calls),
                              tokens=len(syn.calls) * (syn.codes.shape[1] - 1), calls=sum(syn.calls),
                              reference=s.text, transcript=hyp, audio_seconds=seconds))
     stem = shard_stem(folder, name, shard_index, num_shards)

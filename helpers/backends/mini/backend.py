@@ -56,7 +56,7 @@ class MiniBackend(Backend):
         torch.set_num_threads(1)             # tiny matrices: one thread is fastest (and not 15x slower under load)
         sampling = dict(top_k=top_k, top_p=top_p, temperature=temperature, subtalker_top_k=top_k,
                         subtalker_top_p=top_p, subtalker_temperature=temperature)
-        return cls(build_mini(cfg, Path(cache_dir) / "mini", log=log), languages, DTYPES[dtype], sampling,
+        return cls(build_mini(cfg, Path(cache_dir) / "mini", log=log, recogniser_beside=True), languages, DTYPES[dtype], sampling,
                    DTYPES.get(inner_loop_dtype))
 
     def samples(self, role: str) -> list[Sample]:

@@ -26,7 +26,7 @@ from helpers.backends.mini.codec import CodecConfig, RVQCodec, fit_codec, frame_
 from helpers.backends.languages import CODES as LANGS, LANGUAGES
 from helpers.backends.mini.corpus import make_corpus
 from helpers.backends.mini.model import MiniModelSpec, TextVocab, build_mini_model
-from helpers.backends.mini.phoneme_asr import PhonemeRecogniser, RecogniserConfig, recogniser
+from helpers.backends.mini.phoneme_asr import PhonemeRecogniser, RecogniserConfig, recogniser, recogniser_cached
 from helpers.backends.mini.speech import speak_all
 from helpers.adapter.talker_inputs import Utterance
 from helpers.backends.mini.train import MiniTrainConfig, train_mini
@@ -225,27 +225,53 @@ def fixed_threads(n: int):
         torch.set_num_threads(threads)
 
 
-def build_mini(cfg: MiniBuildConfig = MINI, cache_dir: str | Path = "outputs/cache/mini", log=print) -> Mini:
+def build_mini(cfg: MiniBuildConfig = MINI, cache_dir: str | Path = "outputs/cache/mini", log=print,
+               recogniser_beside: bool = False) -> Mini:
     """Build (or load from the cache) every step of the miniature: speech and codec on one thread, the model's
-    training on MODEL_THREADS (`fixed_threads`)."""
+    training on MODEL_THREADS (`fixed_threads`). recogniser_beside: where the model is still to be trained, the
+    phoneme recogniser (built on demand otherwise, `Mini.recogniser`) trains meanwhile in its own process, on the
+    core that the codec's k-means leaves idle and two training threads leave partly idle."""
     with fixed_threads(1):
-        return _build(cfg, cache_dir, log)
+        return _build(cfg, cache_dir, log, recogniser_beside)
 
 
-def _build(cfg: MiniBuildConfig, cache_dir: str | Path, log) -> Mini:
+def _recogniser_step(cfg: RecogniserConfig, speech: Path, cache_dir: Path) -> None:
+    """A spawned process's work: the recogniser's cached step, on one thread."""
+    with fixed_threads(1):
+        recogniser(cfg, speech, cache_dir, log=lambda line: None)
+
+
+def _start_recogniser(cfg: MiniBuildConfig, speech: Path, cache_dir: Path):
+    """The recogniser's training in a spawned process (None where it is cached)."""
+    import multiprocessing
+    if recogniser_cached(cfg.recogniser, speech, cache_dir):
+        return None
+    process = multiprocessing.get_context("spawn").Process(target=_recogniser_step,
+                                                           args=(cfg.recogniser, speech, Path(cache_dir)))
+    process.start()
+    return process
+
+
+def _build(cfg: MiniBuildConfig, cache_dir: str | Path, log, recogniser_beside: bool = False) -> Mini:
     speech_params = dict(seed=cfg.seed, roles=cfg.roles(), speakers=cfg.speakers, eval_speaker=cfg.eval_speaker)
     speech = cached_step(cache_dir, "speech", speech_params, lambda f: _speech_step(cfg, f), log)
     codec_params = dict(speech=params_key(speech_params), codec=asdict(cfg.codec))
-    codec_folder = cached_step(cache_dir, "codec", codec_params, lambda f: _codec_step(cfg, speech, f), log)
-    items = _load_items(speech, codec_folder)
     model_params = dict(codec=params_key(codec_params), model=asdict(cfg.model), train=asdict(cfg.train),
                         seed=cfg.seed, threads=MODEL_THREADS)
+    model_cached = (Path(cache_dir) / f"model-{params_key(model_params)}" / "params.json").exists()
+    beside = _start_recogniser(cfg, speech, Path(cache_dir)) if recogniser_beside and not model_cached else None
+    codec_folder = cached_step(cache_dir, "codec", codec_params, lambda f: _codec_step(cfg, speech, f), log)
+    items = _load_items(speech, codec_folder)
 
     def model_step(folder):
         with fixed_threads(MODEL_THREADS):
             _model_step(cfg, items, folder)
 
     model_folder = cached_step(cache_dir, "model", model_params, model_step, log)
+    if beside is not None:
+        beside.join()
+        if beside.exitcode != 0:             # trained (and its error raised) on demand instead
+            log(f"recogniser: its training beside the model stopped with exit code {beside.exitcode}")
     model, vocab = load_model(model_folder)
     return Mini(cfg, model, RVQCodec.load(codec_folder / "codec.safetensors"), vocab, items,
                 dict(speech=speech, codec=codec_folder, model=model_folder),

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.artifacts import cached_step, load_json, load_tensors, save_json, save_tensors
+from helpers.artifacts import cached_step, load_json, load_tensors, params_key, save_json, save_tensors
 from helpers.backends.mini.codec import log_mel
 
 SILENCE = "_"                       # espeak pauses: "_", "_:", "_!" ...
@@ -197,12 +197,21 @@ def _train_step(cfg: RecogniserConfig, speech: Path, folder: Path) -> None:
     save_json(folder / "history.json", history)
 
 
+def _step_params(cfg: RecogniserConfig, speech: Path) -> dict:
+    return dict(speech=speech.name, recogniser=asdict(cfg))
+
+
+def recogniser_cached(cfg: RecogniserConfig, speech: str | Path, cache_dir: str | Path) -> bool:
+    """Whether `recogniser(cfg, speech, cache_dir)` would load rather than train."""
+    return (Path(cache_dir) / f"recogniser-{params_key(_step_params(cfg, Path(speech)))}" / "params.json").exists()
+
+
 def recogniser(cfg: RecogniserConfig, speech: str | Path, cache_dir: str | Path,
                log=print) -> tuple[PhonemeRecogniser, dict]:
     """The recogniser trained on the speech step `speech` (a `cached_step` folder of the miniature's build) under
     `cache_dir`, built once; and its training history."""
     speech = Path(speech)
-    params = dict(speech=speech.name, recogniser=asdict(cfg))
+    params = _step_params(cfg, speech)
     folder = cached_step(cache_dir, "recogniser", params, lambda f: _train_step(cfg, speech, f), log)
     symbols = load_json(folder / "symbols.json")
     model = CTCModel(cfg.n_mels, len(symbols), cfg.hidden, cfg.layers)
