@@ -76,12 +76,22 @@ def params_key(params: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def step_folder(root, name: str, params: Any) -> Path:
+    """Where `cached_step(root, name, params, ...)` keeps its artifacts."""
+    return Path(root) / f"{name}-{params_key(params)}"
+
+
+def step_cached(root, name: str, params: Any) -> bool:
+    """Whether that step is built (its params.json, written last, marks the folder complete)."""
+    return (step_folder(root, name, params) / "params.json").exists()
+
+
 def cached_step(root, name: str, params: Any, build: Callable[[Path], None], log: Callable[[str], None] = print) -> Path:
     """The folder `<root>/<name>-<key(params)>`, built by build(tmp_folder) unless it already exists.
 
     The folder also records how long its build took (`build.json`: seconds, see `build_seconds`)."""
-    final = Path(root) / f"{name}-{params_key(params)}"
-    if (final / "params.json").exists():
+    final = step_folder(root, name, params)
+    if step_cached(root, name, params):
         log(f"{name}: cached ({final})")
         return final
 

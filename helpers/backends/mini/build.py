@@ -20,7 +20,7 @@ from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
 from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGeneration
 from tqdm.auto import tqdm
 
-from helpers.artifacts import build_seconds, cached_step, load_json, load_tensors, params_key, save_json, save_tensors
+from helpers.artifacts import build_seconds, cached_step, step_cached, load_json, load_tensors, params_key, save_json, save_tensors
 from helpers.backends.mini import espeak
 from helpers.backends.mini.codec import CodecConfig, RVQCodec, fit_codec, frame_features
 from helpers.backends.languages import CODES as LANGS, LANGUAGES
@@ -258,8 +258,8 @@ def _build(cfg: MiniBuildConfig, cache_dir: str | Path, log, recogniser_beside: 
     codec_params = dict(speech=params_key(speech_params), codec=asdict(cfg.codec))
     model_params = dict(codec=params_key(codec_params), model=asdict(cfg.model), train=asdict(cfg.train),
                         seed=cfg.seed, threads=MODEL_THREADS)
-    model_cached = (Path(cache_dir) / f"model-{params_key(model_params)}" / "params.json").exists()
-    beside = _start_recogniser(cfg, speech, Path(cache_dir)) if recogniser_beside and not model_cached else None
+    beside = (_start_recogniser(cfg, speech, Path(cache_dir))
+              if recogniser_beside and not step_cached(cache_dir, "model", model_params) else None)
     codec_folder = cached_step(cache_dir, "codec", codec_params, lambda f: _codec_step(cfg, speech, f), log)
     items = _load_items(speech, codec_folder)
 

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.artifacts import cached_step, load_json, load_tensors, params_key, save_json, save_tensors
+from helpers.artifacts import cached_step, load_json, load_tensors, save_json, save_tensors, step_cached
 from helpers.backends.mini.codec import log_mel
 
 SILENCE = "_"                       # espeak pauses: "_", "_:", "_!" ...
@@ -203,7 +203,7 @@ def _step_params(cfg: RecogniserConfig, speech: Path) -> dict:
 
 def recogniser_cached(cfg: RecogniserConfig, speech: str | Path, cache_dir: str | Path) -> bool:
     """Whether `recogniser(cfg, speech, cache_dir)` would load rather than train."""
-    return (Path(cache_dir) / f"recogniser-{params_key(_step_params(cfg, Path(speech)))}" / "params.json").exists()
+    return step_cached(cache_dir, "recogniser", _step_params(cfg, Path(speech)))
 
 
 def recogniser(cfg: RecogniserConfig, speech: str | Path, cache_dir: str | Path,
