@@ -47,9 +47,12 @@ def _percent(value: float | None) -> float | None:
 
 
 def _pm(row: dict, key: str) -> str | None:
-    """'mean ± std' in percent of a metric over seeds (row[key], row[key + "_std"]), None if absent."""
+    """'mean ± std' in percent of a metric over seeds (row[key], row[key + "_std"]; the mean alone where one seed
+    gave no std), None if absent."""
     mean, std = row.get(key), row.get(f"{key}_std")
-    return None if mean is None else f"{100 * mean:.1f} ± {100 * (std or 0):.1f}"
+    if mean is None:
+        return None
+    return f"{100 * mean:.1f}" if std is None else f"{100 * mean:.1f} ± {100 * std:.1f}"
 
 
 def parity_lines(par: dict | None) -> list[str]:
