@@ -102,10 +102,11 @@ def sections(run_dir: Path, m: dict) -> list[str]:
                          "parity p": r.get("parity_p"), "paper spec": p and p["spec"]["tokens_per_step"],
                          "paper WER AR %": p and _paper_error(p, "ar"), "paper WER spec %": p and _paper_error(p, "spec")})
         out += ["## Table 3: per language", "", markdown(rows), "",
-                "Error rates in percent, mean ± std over the WER seeds, AR and speculative synthesis from independent "
-                "random streams. PER: the phoneme error rate of this backend's phoneme recogniser (truth: the original "
-                "audio; codec: its ground-truth codes decoded); WER where the backend has an ASR (the paper: CER for ja "
-                "and zh); n/a where it has neither. Parity p: Bonferroni-adjusted, per code position, AR vs speculative "
+                "Error rates in percent, mean ± std over the WER seeds (a value without ± comes from one seed), AR "
+                "and speculative synthesis from independent random streams. PER: the phoneme error rate of this "
+                "backend's phoneme recogniser (truth: the original audio; codec: its ground-truth codes decoded); WER "
+                "where the backend has an ASR (the paper: CER for ja and zh), from the first seed where PER scores the "
+                "language; n/a where it has neither. Parity p: Bonferroni-adjusted, per code position, AR vs speculative "
                 "runs (`run_parity`).", *parity_lines(m.get("parity")), ""]
     if "tree" in m:
         ceiling = PAPER["figure4_latency"]["acceptance_ceiling"]
