@@ -8,7 +8,8 @@ Sections (dotted keys):
     languages.<code>.{tokens_per_step_ar, tokens_per_step_spec, per_gt, per_codec, per_ar, per_spec, per_ar_std,
                       per_spec_std, wer_codec, wer_ar, wer_spec, parity_p}
                             (per_* null without a phoneme recogniser, wer_* without an ASR; AR and speculative from
-                            independent random streams, mean and std over the WER seeds)
+                            independent random streams, mean and std over the WER seeds; WER
+                            from the first seed only where PER scores the language, std null)
     parity.{p_values, samples, alpha, p_min_adjusted, rejected, design_effect, control.{...}, control_temperature}
                             (`helpers.method.parity.run_parity`: AR vs speculative runs; control: vs AR at 1.2)
     tree.<N>.{expected_tokens_per_step, measured_tokens_per_step}
