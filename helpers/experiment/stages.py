@@ -297,14 +297,11 @@ _IDEAL: dict[str, object] = {}
 
 
 def ideal_predictor(P: RunParams) -> CodePredictor:
-    """The code predictor in IDEAL_DTYPE on the model's device, for the ideal drafter (a copy, once per process,
-    where the run's own predictor is in another dtype)."""
+    """The code predictor in IDEAL_DTYPE on the model's device, for the ideal drafter (`predictor_in`, once per
+    process)."""
     b = backend(P)
-    if b.predictor.dtype == IDEAL_DTYPE:
-        return b.predictor
     if _IDEAL.get("backend") is not b:
-        _IDEAL.update(backend=b, predictor=CodePredictor.from_talker(b.model.talker, dtype=IDEAL_DTYPE,
-                                                                     device=b.predictor.device))
+        _IDEAL.update(backend=b, predictor=predictor_in(P, IDEAL_DTYPE))
     return _IDEAL["predictor"]
 
 
@@ -329,13 +326,22 @@ def decoder(P: RunParams, kind: str, n: int) -> SpeculativeDecoder:
     return SpeculativeDecoder(b.predictor, drafters(P).drafters[kind], calibration(P).trees[kind][n], sampler(P))
 
 
+def predictor_in(P: RunParams, dtype: torch.dtype, device: torch.device | str | None = None) -> CodePredictor:
+    """The code predictor in `dtype` on `device` (default: the model's): the run's own where it already is so, else
+    a copy (the talker is never changed)."""
+    b = backend(P)
+    if b.predictor.dtype == dtype and (device is None or b.predictor.device.type == torch.device(device).type):
+        return b.predictor
+    return CodePredictor.from_talker(b.model.talker, dtype=dtype, device=device)
+
+
 def inner_loop_in(P: RunParams, dtype: torch.dtype, device: torch.device | str | None = None) -> tuple[CodePredictor, Drafter]:
     """The code predictor and main drafter in `dtype` on `device` (default: the model's): the run's own inner loop
-    where it already is so, else copies (the talker is never changed)."""
-    b, d = backend(P), drafters(P).drafters[main_drafter(P)]
-    if b.predictor.dtype == dtype and (device is None or b.predictor.device.type == torch.device(device).type):
-        return b.predictor, d
-    predictor = CodePredictor.from_talker(b.model.talker, dtype=dtype, device=device)
+    where it already is so, else copies (`predictor_in`)."""
+    d = drafters(P).drafters[main_drafter(P)]
+    predictor = predictor_in(P, dtype, device)
+    if predictor is backend(P).predictor:
+        return predictor, d
     copied = make_drafter(d.kind, predictor, P.depth)
     copied.load_state_dict(d.state_dict())                     # cast into the copy's own (master) dtype
     return predictor, copied

@@ -20,7 +20,8 @@ from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
 from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGeneration
 from tqdm.auto import tqdm
 
-from helpers.artifacts import build_seconds, cached_step, step_cached, load_json, load_tensors, params_key, save_json, save_tensors
+from helpers.artifacts import (build_seconds, cached_step, load_json, load_tensors, params_key, save_json, save_tensors,
+                               step_cached)
 from helpers.backends.mini import espeak
 from helpers.backends.mini.codec import CodecConfig, RVQCodec, fit_codec, frame_features
 from helpers.backends.languages import CODES as LANGS, LANGUAGES
