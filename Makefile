@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test bench lab clean
+.PHONY: setup run test test-fast bench lab clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,11 @@ run: setup
 
 test: setup
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q      # tiny models: one thread each, no oversubscription
+
+# The development tier: every test but the slow ones (the smoke miniature, the tiny real checkpoint, the notebook
+# sequence); the method's exactness tests are all in it. CI runs `make test`.
+test-fast: setup
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m "not slow"
 
 # Latency sweep (q = 1 vs q = N + 1) and whole-frame inner loop (official generate vs AR vs speculative)
 # on the miniature of params/mini.yaml (its cached stages, shared with make run; built if absent), and where

@@ -27,6 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from helpers.method.compiled import COMPILE_MODES  # noqa: E402
 from helpers.method.calibration import REFERENCE_TABLE, expected_tokens_per_step, greedy_tree  # noqa: E402
 from helpers.method.predictor import CodePredictor  # noqa: E402
 from helpers.method.drafters import PositionOffsets  # noqa: E402
@@ -73,7 +74,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--no-graphs", action="store_true", help="skip the CUDA-graph sweep")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     ap.add_argument("--no-sweep", action="store_true", help="skip the per-call sweeps")
-    ap.add_argument("--side-by-side", default=None, choices=["none", "inductor", "cuda_graph"],
+    ap.add_argument("--side-by-side", default=None, choices=list(COMPILE_MODES),
                     help="whole frames eager vs compiled in MODE (see above)")
     ap.add_argument("--side-frames", type=int, default=20)
     ap.add_argument("--out", default=None, help="JSON path (default outputs/bench/latency_0.6b_<device>.json)")

@@ -6,7 +6,7 @@
 Builds a random checkpoint from the configuration in scripts/data/qwen3_tts_0.6b_customvoice/ (config.json,
 generation_config.json, speech_tokenizer_config.json; SOURCES.md says where each value comes from) through the
 official classes and `save_pretrained`, then runs on two short utterances of a local dataset (the stand-ins of
-tests/qwen3_tiny.py): load (`stages.load_backend`), the data stage (speech-tokenizer encoding, saved samples),
+tests/qwen3_tiny.py): load (`backend_factory.load_backend`), the data stage (speech-tokenizer encoding, saved samples),
 teacher forcing, a few drafter training steps, calibration, AR and speculative synthesis (frame-capped: random
 weights never emit EOS) and decoding. Prints wall time and memory per stage, checkpoint size, parameter counts.
 
@@ -207,7 +207,7 @@ def main(argv=None) -> int:
         fleurs_id=str(paths["fleurs"]), whisper_id=str(root / "no-whisper"), languages=["en"], train_samples=2,
         validation_samples=1, calibration_samples=2, eval_samples_per_language=1, tree_sizes=[4, 16], tree_size=16,
         output_dir=str(root / "outputs")))
-    b = meter.run("load (stages.backend: stages.load_backend, once per process)", lambda: stages.backend(P))
+    b = meter.run("load (backend_factory.backend: load_backend, once per process)", lambda: stages.backend(P))
     if b is None:
         print(meter.table())
         return 1

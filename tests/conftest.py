@@ -1,4 +1,9 @@
-"""Shared fixtures: tiny official talkers in two differently shaped configs."""
+"""Shared fixtures: tiny official talkers in two differently shaped configs; the `slow` tier.
+
+A test is `slow` when it needs the smoke miniature or the tiny real checkpoint (built once per session, minutes
+on 2 cores) or is marked so itself: `pytest -m "not slow"` (`make test-fast`) runs the rest in a few minutes, the
+method's exactness tests among them; `make test` runs everything.
+"""
 
 import pytest
 import torch
@@ -14,6 +19,16 @@ SPECS = {
     "h96gqa": TinyTalkerSpec(hidden_size=96, num_layers=3, num_heads=6, num_kv_heads=2, head_dim=16,
                              vocab_size=100, talker_hidden_size=48, logit_scale=10.0),
 }
+
+
+SLOW_FIXTURES = {"smoke_cache", "qwen3_tiny"}
+
+
+def pytest_collection_modifyitems(items):
+    """Mark `slow` every test whose fixtures (direct or through others) build the smoke miniature or qwen3_tiny."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +70,7 @@ def qwen3_params(qwen3_tiny):
 @pytest.fixture(scope="module")
 def backend(qwen3_tiny):
     """The qwen3 backend loaded from the tiny saved checkpoint (tests/qwen3_tiny.py), on one thread."""
-    from helpers.experiment.stages import load_backend
+    from helpers.experiment.backend_factory import load_backend
     from qwen3_tiny import tiny_params
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -95,9 +95,6 @@ def test_compile_parameter_is_validated(tiny):
 
 
 def test_params_modes_are_the_methods():
-    from helpers.experiment.params import CHOICES
-    from helpers.method.compiled import COMPILE_MODES
-    assert CHOICES["compile"] == COMPILE_MODES
     with pytest.raises(ParamsError, match="needs device cuda"):
         RunParams(compile="cuda_graph")
     with pytest.raises(ParamsError, match="compile_tree_sizes"):

@@ -142,6 +142,8 @@ def test_shard_extraction(backend, tmp_path):
 # -- the evaluation stage path: cached stages on the qwen3 backend ---------------------------------------
 def test_stages_on_the_device(qwen3_tiny, tmp_path, short):
     from helpers.experiment import stages
+    from helpers.experiment.quality import transcribed_runs
+    from helpers.experiment.stage_cache import clear_caches
     from qwen3_tiny import tiny_params
     P = tiny_params(qwen3_tiny, output_dir=str(tmp_path), languages=["en"], train_samples=4, validation_samples=2,
                     calibration_samples=1, drafters=["reused", "offsets"], tree_sizes=[4], tree_size=4,
@@ -157,15 +159,15 @@ def test_stages_on_the_device(qwen3_tiny, tmp_path, short):
         assert stages.diagnostics(P).scores["offsets"].frames > 0
         ev = stages.evaluation(P)
         assert 0 < ev.frames_identical == ev.frames_compared
-        stages._LOADED.clear()                                # the load path (artifacts read back from disk)
+        clear_caches("stages")                                # the load path (artifacts read back from disk)
         loaded = stages.evaluation(P)
         assert {r.g.device.type for r in loaded.ar + loaded.spec} == {DEVICE}
         assert stages.teacher_forced(P, "validation")[0].device.type == DEVICE
         recorded_g, recorded_c0 = stages.recorded_frames(P, 2)
         assert recorded_g.device.type == recorded_c0.device.type == DEVICE
-        (run, hyp, seconds), = stages.transcribed_runs(b, ev.samples, "ar", [P.seed])     # synthesis, decode, ASR
+        (run, hyp, seconds), = transcribed_runs(b, ev.samples, "ar", [P.seed])     # synthesis, decode, ASR
         assert run.codes.device.type == DEVICE and isinstance(hyp, str) and seconds > 0
-    stages._LOADED.clear()                                    # drafters loaded on the device stay out of reach
+    clear_caches("stages")                                    # drafters loaded on the device stay out of reach
 
 
 # -- one weight copy per model, however many syntheses ---------------------------------------------------

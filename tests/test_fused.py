@@ -58,7 +58,7 @@ def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned
     tree = full.pruned(cp.num_codes - 1 - t) if pruned else full
     drafter = random_drafters(cp, seed=t)[drafter_name]
     assert fusable(drafter)
-    step = FusedCore(cp).step(tree, drafter)
+    step = FusedStep(FusedCore(cp), tree, drafter)
     gen = torch.Generator().manual_seed(t)
     g, c0 = frame_inputs(spec, 1, seed=t)
     committed = torch.randint(0, spec.vocab_size, (t - 1,), generator=gen).tolist()     # c1..c_{t-1}
@@ -148,5 +148,5 @@ def test_host_drafting_for_custom_drafters(tiny):
     _, _, cp = tiny
     oracle = OracleDrafter(cp)
     assert not fusable(oracle)
-    step = FusedCore(cp).step(TREES["sparse7"], oracle)
+    step = FusedStep(FusedCore(cp), TREES["sparse7"], oracle)
     assert step.outputs[-1] == "hidden"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers.experiment.stages import choose_main_drafter
+from helpers.method.main_drafter import choose_main_drafter
 
 BOTH = ["reused", "medusa", "offsets", "offsets_prenorm"]
 

@@ -18,7 +18,7 @@ from helpers.experiment.params import REPO_ROOT, ParamsError, RunParams, load_pa
     ({"drafters": []}, r"drafters=\[\]: give a non-empty list"),
     ({"tree_size": 12}, r"tree_size=12 must be one of tree_sizes=\[4, 8, 16, 32, 64\]"),
     ({"depth": 15}, r"depth=15 must be in 1..14"),
-    ({"wer_seeds": 0}, r"wer_seeds=0 must be >= 1"),
+    ({"wer_seeds": 0}, r"wer_seeds must be an integer >= 1, got 0"),
     ({"run_name": "../x"}, r"run_name='../x': use letters"),
     ({"shard_index": 2, "num_shards": 2}, r"shard_index=2 must be in 0..num_shards-1"),
     ({"temperature": 0.0}, r"temperature > 0"),

@@ -14,7 +14,7 @@ from drafting import TREES, random_drafters
 from helpers.artifacts import load_json, load_tensors
 from helpers.method.decoding import SpeculativeDecoder
 from helpers.backends.text import TextNormalizer, error_rate
-from helpers.experiment.stages import STREAM_STRIDE
+from helpers.experiment.quality import STREAM_STRIDE
 from helpers.experiment.shards import error_rates, evaluate_shard, extract_shard, launcher_shard, main, merge_shards, shard_of
 from helpers.method.sampling import SamplerConfig
 from qwen3_tiny import tiny_params

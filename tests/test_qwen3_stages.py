@@ -5,6 +5,8 @@ import pytest
 import torch
 
 from helpers.experiment import stages
+from helpers.experiment.quality import quality
+from helpers.experiment.stage_cache import clear_caches
 from qwen3_tiny import tiny_params
 
 
@@ -32,7 +34,7 @@ def test_stages_run_end_to_end_on_the_qwen3_backend(P):
     assert ev.frames_compared > 0 and ev.frames_identical == ev.frames_compared
     assert set(stages.per_language(ev, stages.backend(P).frames_per_second)) == {"en", "ja"}
     assert all(1.0 <= v <= 15.0 for by_n in ev.replay.values() for v in by_n.values())
-    wer = stages.wer(P)
+    wer = quality(P)
     assert set(wer["languages"]) == {"en", "ja"}
     for row in wer["languages"].values():                 # AR and speculative from independent streams
         assert len(row["wer_ar"]) == len(row["wer_spec"]) == 1 and row["per_ar"] == [] and row["per_gt"] is None
@@ -44,7 +46,7 @@ def test_stage_artifacts_are_reused(P):
     folders = sorted(p.name for p in (P.run_dir / "artifacts").iterdir())
     assert [f.split("-")[0] for f in folders] == ["calibration", "data", "data", "drafters", "evaluation"] + [
         "samples"] * 4 + ["syntheses", "wer"]
-    stages._LOADED.clear()
+    clear_caches("stages")
     before = {p: p.stat().st_mtime for p in (P.run_dir / "artifacts").rglob("*") if p.is_file()}
     stages.evaluation(P)                                                   # loaded from disk, nothing rebuilt
     after = {p: p.stat().st_mtime for p in (P.run_dir / "artifacts").rglob("*") if p.is_file()}
@@ -60,8 +62,7 @@ def test_a_second_process_reads_the_saved_samples_not_the_datasets(P, qwen3_tiny
     for k, dest in moved.items():
         qwen3_tiny[k].rename(dest)
     try:
-        stages._LOADED.clear()
-        stages._BACKENDS.clear()
+        clear_caches("stages", "backend")
         with pytest.raises(Exception):
             stages.backend(P).samples("train")                              # the datasets are really gone
         for role, rows in first.items():

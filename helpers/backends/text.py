@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from helpers.backends.languages import SPACELESS
+from helpers.backends.languages import SIMPLIFIED, SPACELESS
 
 BRACKETS = str.maketrans({c: " " for c in "()[]<>"})
 NEVER = r"(?!x)x"                              # a pattern that matches nothing
@@ -48,7 +48,7 @@ class TextNormalizer:
     def __call__(self, text: str, lang: str) -> str:
         text = text.translate(BRACKETS)
         out = self.english(text) if lang == "en" else self.basic(text)
-        if lang == "zh":
+        if lang in SIMPLIFIED:
             out = to_simplified(out)
         return out.replace(" ", "") if lang in SPACELESS else " ".join(out.split())
 

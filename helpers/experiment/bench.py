@@ -18,6 +18,7 @@ import torch
 
 from helpers.artifacts import save_json
 from helpers.experiment import stages
+from helpers.experiment.backend_factory import deployment_dtype
 from helpers.experiment.params import load_params
 from helpers.measure.compiled_latency import (compiled_round_profile, format_round_profile, format_side_by_side,
                                              side_by_side)
@@ -35,7 +36,7 @@ def mini_setup(params: str = "params/mini.yaml", frames: int = 200):
 
     -> predictor, drafter, trees {N: SparseTree}, table a[d][r], g [F, H_talker], c0 [F]"""
     P = load_params(params)
-    predictor, drafter = stages.deployed(P)
+    predictor, drafter = stages.inner_loop_in(P, deployment_dtype(P))
     table = stages.calibration(P).tables[stages.main_drafter(P)]
     g, _, codes = stages.teacher_forced(P, "validation")
     return (predictor, drafter, {n: greedy_tree(table, n) for n in SIZES}, table, g[:frames].to(predictor.dtype),

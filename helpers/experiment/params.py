@@ -18,9 +18,11 @@ from pathlib import Path
 import yaml
 
 from helpers.backends.languages import CODES as LANGUAGE_CODES
+from helpers.method.checks import positive_int
+from helpers.method.compiled import COMPILE_MODES
+from helpers.method.drafters import DRAFTER_KINDS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DRAFTER_KINDS = ("reused", "medusa", "offsets", "offsets_prenorm")
 CHOICES = {
     "backend": ("mini", "qwen3"),
     "mini_preset": ("mini", "smoke"),
@@ -28,7 +30,7 @@ CHOICES = {
     "dtype": ("float64", "float32", "bfloat16", "float16"),
     "attn_implementation": ("eager", "sdpa", "flash_attention_2"),
     "inner_loop_dtype": ("same", "float64", "float32", "bfloat16"),
-    "compile": ("none", "inductor", "cuda_graph"),      # = helpers.method.compiled.COMPILE_MODES (a test checks)
+    "compile": COMPILE_MODES,
     "cuda_graph": ("auto", "on", "off"),
 }
 ITEM_CHOICES = {"languages": LANGUAGE_CODES, "drafters": DRAFTER_KINDS}
@@ -98,7 +100,8 @@ class RunParams:
     workers: int = 0
     # backend "qwen3": voice, data and ASR. A dataset id is a hub id or a local folder in the hub layout (parquet
     # files and a README listing the configs) or made by `save_to_disk` (<id>/<config>); FLEURS configs per language
-    # are fixed (en_us, de_de, es_419, ru_ru, ja_jp, cmn_hans_cn). Utterances longer than max_utterance_seconds are skipped.
+    # are fixed (the `fleurs` column of helpers.backends.languages). Utterances longer than max_utterance_seconds are
+    # skipped.
     # *_revision / *_data_dir: a hub branch and a folder in it ("{config}" is replaced by the config name; with a
     # folder no config name is passed). facebook/voxpopuli and google/fleurs are loading scripts, which datasets 4
     # refuses: they are read from the hub's parquet conversion (refs/convert/parquet, <config>/<split>/*.parquet).
@@ -151,8 +154,7 @@ class RunParams:
             if bad or not values or len(set(values)) != len(values):
                 raise ParamsError(f"{name}={values!r}: give a non-empty list without repeats from {', '.join(allowed)}")
         for name in POSITIVE:
-            if getattr(self, name) < 1:
-                raise ParamsError(f"{name}={getattr(self, name)!r} must be >= 1")
+            positive_int(name, getattr(self, name), ParamsError)
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.run_name):
             raise ParamsError(f"run_name={self.run_name!r}: use letters, digits, '.', '_' or '-' (it names a folder)")
         for name in ("tree_sizes", "latency_tree_sizes", "compile_tree_sizes"):

@@ -21,7 +21,8 @@ import torch
 
 from helpers.artifacts import load_json, load_tensors, save_json, save_tensors
 from helpers.experiment.params import load_params, parse_override
-from helpers.experiment.stages import STREAM_STRIDE, load_backend, transcribed_runs
+from helpers.experiment.backend_factory import load_backend
+from helpers.experiment.quality import STREAM_STRIDE, transcribed_runs
 
 
 def shard_of(items: list, shard_index: int, num_shards: int) -> list:

@@ -161,7 +161,7 @@ def compiled_round_profile(predictor: CodePredictor, drafter: Drafter, trees: di
     def p50(fn, *args):
         return time_calls(lambda: fn(*args), device, warmup, iters).p50
 
-    ar = compiler(ARCall(core.step(None), sampler), state)
+    ar = compiler(ARCall(FusedStep(core, None), sampler), state)
     token = torch.zeros(1, 1, dtype=torch.long, device=device)
     out = {"ar_call_ms": p50(ar, token, k, v, t_in, u, codes), "trees": {}}
     for n, tree in trees.items():

@@ -112,7 +112,7 @@ def export_calls(predictor: CodePredictor, drafter: Drafter, tree: SparseTree, o
     core = FusedCore(predictor, max_depth=tree.max_depth)
     report = ExportReport(predicted=check, note="" if on_mac else
                           "converted on Linux: Core ML prediction (and the numeric check) needs macOS")
-    for label, step in (("ar", core.step(None)), (f"fused_n{tree.size}", core.step(tree, drafter))):
+    for label, step in (("ar", FusedStep(core, None)), (f"fused_n{tree.size}", FusedStep(core, tree, drafter))):
         mlmodel, inputs = convert_step(step)
         variants = [("fp16", mlmodel)] + ([("w8a16", quantize_w8(mlmodel))] if w8a16 else [])
         for kind, model in variants:

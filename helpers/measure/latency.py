@@ -70,10 +70,10 @@ def call_sweep(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Spar
         fn = graphed(step, inputs) if cuda_graph else (lambda: step(*inputs))
         return time_calls(fn, device, warmup, iters)
 
-    ar = timed(core.step(None))
+    ar = timed(FusedStep(core, None))
     rows = {}
     for n, tree in trees.items():
-        call = timed(core.step(tree, drafter))
+        call = timed(FusedStep(core, tree, drafter))
         rows[n] = {"q": tree.size + 1, "call": asdict(call), "overhead": call.p50 / ar.p50 - 1.0}
     return {"device": str(device), "cuda_graph": cuda_graph, "ar": asdict(ar), "trees": rows}
 

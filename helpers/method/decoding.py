@@ -66,7 +66,7 @@ def ar_step(predictor: CodePredictor) -> FusedStep:
     core = shared_core(predictor, max_depth=0)
     step = predictor.__dict__.get("_ar_step")
     if step is None or step.core is not core:
-        step = core.step(None)
+        step = FusedStep(core, None)
         object.__setattr__(predictor, "_ar_step", step)        # a plain attribute: not a registered submodule
     return step
 

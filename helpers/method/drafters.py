@@ -148,6 +148,7 @@ class MedusaHeads(Drafter):
 
 DRAFTERS = {cls.kind: cls for cls in (ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads)}
 OFFSET_KINDS = ("offsets", "offsets_prenorm")       # the two places the offsets can enter (the ablation)
+DRAFTER_KINDS = ("reused", "medusa") + OFFSET_KINDS  # the order runs list them in by default
 
 
 def make_drafter(kind: str, predictor: CodePredictor, depth: int = 3) -> Drafter:

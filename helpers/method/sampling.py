@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from helpers.method.checks import positive_int
+
 
 @dataclass(frozen=True)
 class SamplerConfig:
@@ -22,8 +24,7 @@ class SamplerConfig:
     temperature: float = 0.9
 
     def __post_init__(self):
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
-            raise ValueError(f"top_k must be an integer >= 1, got {self.top_k!r}")
+        positive_int("top_k", self.top_k)
         if not 0.0 < float(self.top_p) <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if not float(self.temperature) > 0.0:

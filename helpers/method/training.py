@@ -8,6 +8,7 @@ import torch
 from tqdm.auto import tqdm
 
 from helpers.method.drafters import Drafter
+from helpers.method.checks import positive_int
 
 
 @dataclass
@@ -21,9 +22,7 @@ class TrainConfig:
 
     def __post_init__(self):
         for name in ("epochs", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            positive_int(name, getattr(self, name))
         if not float(self.lr) > 0:
             raise ValueError(f"lr must be > 0, got {self.lr!r}")
 

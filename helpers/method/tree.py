@@ -20,7 +20,8 @@ class SparseTree:
     """A draft tree. Query index 0 is the root; node i (0-based, sorted by depth then path) is index i + 1.
 
     Buffers (query-indexed, length q = N + 1, root first):
-        depth [q] (root 0), rank [q] (root 0), parent [q] (root -1), mask [q, q] bool (ancestors and self).
+        depth [q] (root 0), rank [q] (root 0), parent [q] (root -1), mask [q, q] bool (ancestors and self);
+        ancestor_paths (query index -> root .. itself) and children (query index -> {rank: child}).
     """
 
     def __init__(self, paths: Iterable[Sequence[int]]):
@@ -85,6 +86,16 @@ class SparseTree:
     @cached_property
     def depth_list(self) -> list[int]:
         return self.depth.tolist()
+
+    @cached_property
+    def ancestor_paths(self) -> list[list[int]]:
+        """Query index i -> the query indices from the root to i ([0] for the root): the KV entries a walk that
+        stops at i keeps, and the codes it commits."""
+        parent = self.parent.tolist()
+        paths = [[0]]
+        for i in range(1, len(parent)):
+            paths.append(paths[parent[i]] + [i])          # nodes are sorted by depth: parents come first
+        return paths
 
     def pruned(self, max_depth: int) -> "SparseTree | None":
         """The subtree of nodes at depth <= max_depth (None if that leaves no node). Cached."""

@@ -1,7 +1,10 @@
 """Reporting: a finished run's numbers as tables, figures and `report.md`, beside the paper's.
 
 `tables` (CSV / Markdown), `plots` (every figure), `report` (report.md from metrics.json and
-`paper_numbers.yaml`), `overview` (the 0.6B model's sizes and one frame step by step, for notebook 00).
+`paper_numbers.yaml`), `summary` (its number-bearing sentences), `overview` (the 0.6B model's sizes and one frame
+step by step, for notebook 00), `walkthrough` (notebook 00's toy round), `limits` (notebook 03: what limits
+tokens/step), `quality_table` (notebook 05: the quality stage per language), `latency_metrics` (notebook 06: the
+latency table and ratios).
 
 Imports: `helpers.measure`, `helpers.method`, `helpers.adapter`, `helpers.artifacts`; it reads a run's
 parameters from its metrics.json, not from the experiment layer.

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers.artifacts import atomic_write, load_json
+from helpers.report.latency_metrics import COLUMNS as LATENCY_COLUMNS
 from helpers.report.paper import PAPER, PAPER_DRAFTERS
 from helpers.report.summary import summary_lines
 from helpers.report.tables import markdown
@@ -117,9 +118,8 @@ def sections(run_dir: Path, m: dict) -> list[str]:
     if "lossless" in m:
         out += ["## Losslessness", "", *lossless_lines(m["lossless"], P.get("dtype")), ""]
     if "latency" in m:
-        columns = ("call_ms_p50", "overhead", "tokens_per_step", "realised_speedup", "measured_speedup")
         for device, by_n in m["latency"].items():
-            rows = [{"N": int(n), **{c: by_n[n].get(c) for c in columns}}
+            rows = [{"N": int(n), **{c: by_n[n].get(c) for c in LATENCY_COLUMNS}}
                     for n in sorted((k for k in by_n if k.isdigit()), key=int)]
             out += [f"## Latency on {device} ({by_n.get('dtype')})", "", markdown(rows), "",
                     f"Best N {by_n.get('best_n')}; AR call p50 {by_n.get('ar_call_ms_p50', 0):.3f} ms; whole frame: our AR "

@@ -10,9 +10,11 @@ import math
 from statistics import mean
 
 from helpers.method.diagnostics import share_closed
+from helpers.method.drafters import OFFSET_KINDS
+from helpers.report.latency_metrics import call_cost
 from helpers.report.paper import PAPER, PAPER_DRAFTERS
+from helpers.report.quality_table import parity_gap
 
-OFFSET_KINDS = ("offsets", "offsets_prenorm")
 REFERENCE_SCORES = ("ideal", "own_ideal_frames")   # scored on a few frames only: not beside the others
 MIN_GAP = 0.05          # tokens/call: a smaller reused-to-Medusa gap is within a run's noise, its shares meaningless
 
@@ -104,7 +106,7 @@ def latency_lines(m: dict) -> list[str]:
                           for name, v in devices.items() if "speedup_at_N32" in v and "overhead_at_N32" in v)
         lines.append(f"- **Speed on {device}**: best N = {best}, measured speedup {r['measured_speedup']:.2f}x "
                      f"(call overhead {r['overhead']:.2f} of an AR call)"
-                     + (f"; at N = 32 the call costs {1 + at32['overhead']:.2f} AR calls" if at32 else "")
+                     + (f"; at N = 32 the call costs {call_cost(at32['overhead']):.2f} AR calls" if at32 else "")
                      + f". The paper at N = 32: {paper}. A round of t tokens/call at a call costing 1 + overhead AR "
                      "calls gains t / (1 + overhead): tokens/step turn into speedup only where the wider call is "
                      "nearly free.")
@@ -120,10 +122,10 @@ def quality_lines(m: dict) -> list[str]:
                      f"between speculative and AR decoding from the same seeds"
                      + (" (exact, as the proof says)." if same else " (NOT all: see Losslessness below).")
                      + " The paper shows parity in WER; this run shows the codes themselves.")
-    langs = {k: v for k, v in m.get("languages", {}).items() if v.get("per_ar") is not None}
-    if langs:
-        gap = max(abs(v["per_ar"] - v["per_spec"]) for v in langs.values())
-        spread = max(max(v.get("per_ar_std") or 0, v.get("per_spec_std") or 0) for v in langs.values())
+    pg = parity_gap(m.get("languages", {}))
+    if pg:
+        langs = {k: m["languages"][k] for k in pg["scored"]}
+        gap, spread = pg["gap"], pg["spread"] or 0
         lines.append(f"- **Quality parity** (phoneme error rate, {len(langs)} languages, AR and speculative from "
                      f"independent streams): mean PER AR {mean(v['per_ar'] for v in langs.values()):.1%}, speculative "
                      f"{mean(v['per_spec'] for v in langs.values()):.1%}; the largest per-language gap {gap:.1%} "

@@ -2,9 +2,12 @@
 everything printed, and the numbers behind the losslessness argument.
 
 `toy_walkthrough` recomputes every round of `SpeculativeDecoder.decode_frame` with the reference
-`CodePredictor.forward_query` over the round's tree query (the decoder runs the fused call), using the decoder's
-own plans (trees, uniform columns, walk), and raises unless its codes, accepted counts and drafts equal the
-decoder's and its codes equal `decode_frame_ar`'s. Everything is returned as plain lists and dicts.
+`CodePredictor.forward_query` over the round's tree query, using the decoder's own plans (trees, uniform columns,
+`FusedPlan.walk`), and raises unless its codes, accepted counts and drafts equal the decoder's and its codes equal
+`decode_frame_ar`'s. It recomputes on purpose, for two reasons: a student reads each node's full target p, CDF
+and draw, which the decoder's fused call never materialises on the host (it samples every node at once); and a
+second, readable stack reaching the decoder's codes is the notebook's proof, not a replay of the decoder's own
+numbers. The walk itself is not written again: it is the plan's. Everything is returned as plain lists and dicts.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from helpers.backends.mini.model import MiniModelSpec, TextVocab, build_mini_mod
 from helpers.backends.mini.phoneme_asr import PhonemeRecogniser, RecogniserConfig, recogniser, recogniser_cached
 from helpers.backends.mini.speech import speak_all
 from helpers.adapter.talker_inputs import Utterance
+from helpers.method.checks import positive_int
 from helpers.backends.mini.train import MiniTrainConfig, train_mini
 
 ALL = tuple(LANGS)
@@ -56,9 +57,7 @@ class MiniBuildConfig:
 
     def __post_init__(self):
         for name in ("pretrain", "pretrain_val", "offsets_train", "offsets_val", "calibration", "evaluation"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            positive_int(name, getattr(self, name))
         for s in self.speakers + (self.eval_speaker,):
             if s not in espeak.SPEAKERS:
                 raise ValueError(f"unknown speaker {s!r}; allowed: {', '.join(espeak.SPEAKERS)}")

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import random
 
-from helpers.backends.languages import CODES as LANGUAGES
+from helpers.backends.languages import CODES as LANGUAGES, language
+from helpers.method.checks import int_at_least
 
 MIN_WORDS, MAX_WORDS = 4, 15  # whitespace words (Japanese: kana phrases); Chinese unchecked
 
@@ -107,13 +108,12 @@ _ZH = dict(
     order="S T P V O", end="。",
 )
 _GRAMMARS = {"en": _EN, "de": _DE, "es": _ES, "ru": _RU, "ja": _JA, "zh": _ZH}
-_JOIN = {"ja": " ", "zh": ""}
 _JA_TOPIC = " わ "  # particle は as spoken
 
 
-def _check_lang(lang: str) -> None:
-    if lang not in _GRAMMARS:
-        raise ValueError(f"unknown language {lang!r}; allowed: {', '.join(LANGUAGES)}")
+def _spaced(lang: str) -> bool:
+    """Whether the corpus puts spaces between phrases: where the language does, and in Japanese (kana phrases)."""
+    return lang == "ja" or not language(lang).spaceless
 
 
 def _spoken(phrase: str) -> str:
@@ -135,7 +135,7 @@ def _one(lang: str, rng: random.Random) -> str:
     if lang == "ja":
         text = words[0] + _JA_TOPIC + " ".join(words[1:])
     else:
-        text = _JOIN.get(lang, " ").join(words)
+        text = (" " if _spaced(lang) else "").join(words)
     return text + g["end"]
 
 
@@ -146,7 +146,7 @@ def _unique(lang: str, n: int, seed: int, exclude: set[str] = frozenset()) -> li
         if len(out) == n:
             return out
         s = _one(lang, rng)
-        if lang != "zh" and not MIN_WORDS <= len(s.split()) <= MAX_WORDS:
+        if _spaced(lang) and not MIN_WORDS <= len(s.split()) <= MAX_WORDS:
             continue
         if s not in seen:
             seen.add(s)
@@ -157,11 +157,11 @@ def _unique(lang: str, n: int, seed: int, exclude: set[str] = frozenset()) -> li
 
 
 def sentences(lang: str, n: int, seed: int = 0) -> list[str]:
-    """``n`` distinct sentences in ``lang`` (en, de, es, ru, ja, zh); same seed, same list.
+    """``n`` distinct sentences in ``lang`` (one of :data:`LANGUAGES`); same seed, same list.
 
     Japanese comes out in kana with phrase spacing; Chinese in simplified characters.
     """
-    _check_lang(lang)
+    language(lang)
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     return _unique(lang, n, seed)
@@ -174,9 +174,8 @@ def make_corpus(seed: int, counts: dict[str, tuple[tuple[str, ...], int]]) -> di
     """
     for role, (langs, n) in counts.items():
         for lang in langs:
-            _check_lang(lang)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"sentence count of role {role!r} must be a non-negative int, got {n!r}")
+            language(lang)
+        int_at_least(f"sentence count of role {role!r}", n, 0)
     corpus: dict[str, list[tuple[str, str]]] = {role: [] for role in counts}
     for lang in LANGUAGES:
         roles = [(role, n) for role, (langs, n) in counts.items() if lang in langs]

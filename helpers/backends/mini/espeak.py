@@ -18,14 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-LANGUAGES = {  # project language code -> espeak-ng voice name
-    "en": "en-us",
-    "de": "de",
-    "es": "es",
-    "ru": "ru",
-    "ja": "ja",
-    "zh": "cmn",
-}
+from helpers.backends.languages import language
+
 MAX_CHARS = 300
 DEFAULT_RATE = 175  # words per minute, espeak-ng's default
 DEFAULT_PITCH = 50  # 0..100, espeak-ng's default
@@ -165,8 +159,7 @@ def _engine() -> _Engine:
 
 
 def _check(text: str, lang: str) -> None:
-    if lang not in LANGUAGES:
-        raise ValueError(f"unknown language {lang!r}; allowed: {', '.join(LANGUAGES)}")
+    language(lang)
     if not isinstance(text, str) or not text.strip():
         raise ValueError("text is empty")
     if len(text) > MAX_CHARS:
@@ -174,7 +167,7 @@ def _check(text: str, lang: str) -> None:
 
 
 def _voice_name(lang: str, voice_variant: str | None) -> str:
-    base = LANGUAGES[lang]
+    base = language(lang).espeak
     return base if not voice_variant else f"{base}+{voice_variant.lstrip('+')}"
 
 
@@ -204,7 +197,7 @@ def synthesize_with_phonemes(text: str, lang: str, voice_variant: str | None = N
 
 def synthesize(text: str, lang: str, voice_variant: str | None = None,
                rate: int | None = None, pitch: int | None = None) -> tuple[np.ndarray, int]:
-    """Speak ``text`` in ``lang`` (one of :data:`LANGUAGES`).
+    """Speak ``text`` in ``lang`` (a code of :mod:`helpers.backends.languages`, in its row's espeak-ng voice).
 
     Returns ``(audio, sample_rate)``: mono float32 in [-1, 1] at espeak-ng's rate (22050 Hz).
     ``voice_variant`` is an espeak-ng variant name such as ``'m3'``, ``'f2'`` or ``'klatt4'``;

@@ -13,6 +13,7 @@ from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
 from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGeneration
 
 from helpers.backends.languages import LANGUAGES
+from helpers.method.checks import positive_int
 
 TEXT_SPECIALS = ("<|im_start|>", "<|im_end|>", "assistant", "\n", "<tts_pad>", "<tts_bos>", "<tts_eos>")
 CODEC_SPECIALS = ("pad", "bos", "eos", "think", "nothink", "think_bos", "think_eos")
@@ -33,8 +34,7 @@ class MiniModelSpec:
 
     def __post_init__(self):
         for name, value in asdict(self).items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"MiniModelSpec.{name} must be a positive integer, got {value!r}")
+            positive_int(f"MiniModelSpec.{name}", value)
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads={self.num_heads} must be a multiple of num_kv_heads={self.num_kv_heads}")
 

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from helpers.artifacts import cached_step, load_json, load_tensors, save_json, save_tensors, step_cached
+from helpers.method.checks import positive_int
 from helpers.backends.mini.codec import log_mel
 
 SILENCE = "_"                       # espeak pauses: "_", "_:", "_!" ...
@@ -46,8 +47,7 @@ class RecogniserConfig:
 
     def __post_init__(self):
         for name in ("n_mels", "hidden", "epochs", "batch_size"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
+            positive_int(name, getattr(self, name))
         if self.hidden % 2 or self.layers < 0 or not self.lr > 0:
             raise ValueError(f"hidden must be even, layers >= 0 and lr > 0; got hidden={self.hidden}, "
                              f"layers={self.layers}, lr={self.lr}")

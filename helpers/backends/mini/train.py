@@ -18,6 +18,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from helpers.adapter.talker_inputs import Utterance, batch_inputs, talker_states
+from helpers.method.checks import int_at_least, positive_int
 
 
 @dataclass(frozen=True)
@@ -39,11 +40,8 @@ class MiniTrainConfig:
 
     def __post_init__(self):
         for name in ("epochs", "batch_size", "predictor_batch", "val_every"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if isinstance(self.predictor_steps, bool) or not isinstance(self.predictor_steps, int) or self.predictor_steps < 0:
-            raise ValueError(f"predictor_steps must be an integer >= 0, got {self.predictor_steps!r}")
+            positive_int(name, getattr(self, name))
+        int_at_least("predictor_steps", self.predictor_steps, 0)
         if not float(self.lr) > 0 or not float(self.predictor_lr) > 0 or not float(self.sub_loss_weight) >= 0:
             raise ValueError(f"lr and predictor_lr must be > 0 and sub_loss_weight >= 0, got {self.lr!r}, "
                              f"{self.predictor_lr!r}, {self.sub_loss_weight!r}")

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-FLEURS_CONFIGS = {"en": "en_us", "de": "de_de", "es": "es_419", "ru": "ru_ru", "ja": "ja_jp", "zh": "cmn_hans_cn"}
+from helpers.backends.languages import language
+
 TEXT_COLUMNS = ("raw_text", "raw_transcription", "normalized_text", "transcription", "text", "sentence")
 ID_COLUMNS = ("audio_id", "id")
 SHUFFLE_BUFFER = 1000
@@ -174,7 +175,7 @@ def sources(P: DataSpec, role: str) -> list[tuple[str, Source]]:
     if role == "calibration":
         return [("en", of("librispeech", P.librispeech_config))]
     if role == "evaluation":
-        return [(lang, of("fleurs", FLEURS_CONFIGS[lang])) for lang in P.languages]
+        return [(lang, of("fleurs", language(lang).fleurs)) for lang in P.languages]
     raise ValueError(f"unknown role {role!r}; allowed: train, validation, calibration, evaluation")
 
 
