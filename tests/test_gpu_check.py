@@ -5,11 +5,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SIZES = (4, 8, 16, 32, 64)           # what the brief asks of the sweep: q = N + 1 for these N
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow                    # the whole script in a subprocess: about 45 s alone
 def test_gpu_check_quick_on_cpu(tmp_path):
     done = subprocess.run([sys.executable, "scripts/gpu_check.py", "--device", "cpu", "--quick", "--out", str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
