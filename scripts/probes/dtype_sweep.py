@@ -117,6 +117,18 @@ def build(modes):
             calls[(mode, n)] = (fn, inputs)
     return calls, preds
 
+def interleaved_p50(calls: dict, warm: int, reps: int) -> dict:
+    """{key: fn()} -> {key: p50 ms}: every call once per round, in a shuffled order (seed 0), warm rounds untimed."""
+    times = {k: [] for k in calls}
+    keys = list(calls)
+    rng = np.random.default_rng(0)
+    for r in range(warm + reps):
+        for i in rng.permutation(len(keys)):
+            s = time.perf_counter(); calls[keys[i]](); e = time.perf_counter()
+            if r >= warm:
+                times[keys[i]].append(e - s)
+    return {k: float(np.median(v) * 1e3) for k, v in times.items()}
+
 @torch.no_grad()
 def main():
     ap = argparse.ArgumentParser()
@@ -140,18 +152,8 @@ def main():
             err = (a_[0].float() - b_[0].float()).abs().max().item(); scale = b_[0].float().abs().max().item()
             agree = "" if n == 0 else f", draft top-{r.width} equal {(a_[3] == b_[3]).float().mean().item():.3f}"
             print(f"{mode} vs {ref_mode} N={n}: max|dlogit| {err:.4f} (max|logit| {scale:.3f}){agree}", flush=True)
-    keys = list(calls)
-    times = {k: [] for k in keys}
-    rng = np.random.default_rng(0)
-    for r in range(a.warm + a.reps):
-        for i in rng.permutation(len(keys)):
-            fn, inp = calls[keys[i]]
-            s = time.perf_counter(); fn(*inp); e = time.perf_counter()
-            if r >= a.warm:
-                times[keys[i]].append(e - s)
-        if r % 10 == 0:
-            print(f"round {r} {time.perf_counter() - t0:.0f} s", flush=True)
-    res = {m: {n: float(np.median(times[(m, n)]) * 1e3) for n in [0] + SIZES} for m in modes}
+    p50 = interleaved_p50({k: (lambda fn=fn, inp=inp: fn(*inp)) for k, (fn, inp) in calls.items()}, a.warm, a.reps)
+    res = {m: {n: p50[(m, n)] for n in [0] + SIZES} for m in modes}
     json.dump(res, open(a.out, "w"), indent=1)
     best_ar = min(res[m][0] for m in modes)
     print("| mode | q=1 ms | " + " | ".join(f"N={n}" for n in SIZES) + " | proj. speedup N=32 (own AR) | vs best AR |")
@@ -161,4 +163,5 @@ def main():
         cells = " | ".join(f"{r[n]:.2f} ({r[n] / r[0] - 1:+.2f})" for n in SIZES)
         print(f"| {m} | {r[0]:.2f} | {cells} | {2.47 / (r[32] / r[0]):.2f} | {2.47 * best_ar / r[32]:.2f} |")
 
-main()
+if __name__ == "__main__":
+    main()

@@ -1,105 +1,70 @@
 """Linear stack of the 0.6B code predictor (5 layers: qkv 1024->4096, o 2048->1024, gate_up 1024->6144,
-down 3072->1024), one thread, per backend, M rows; interleaved round-robin. Prints p50 ms and ratio to M=1."""
-import time, sys, json
-import numpy as np, torch
+down 3072->1024), one thread, per backend, at M rows; interleaved round-robin (`dtype_sweep.interleaved_p50`).
+Prints p50 ms and the ratio to M = 1 per backend; the prepacked / int8 backends are `dtype_sweep.BACKENDS`.
+
+    mkdir -p outputs/probes && .venv/bin/python scripts/probes/linear_stack.py
+"""
+import json
+import sys
+
+import torch
 import torch.nn.functional as F
+
+from dtype_sweep import BACKENDS, interleaved_p50
+
 torch.set_num_threads(1)
 torch.manual_seed(0)
-SH = [(1024, 4096), (2048, 1024), (1024, 6144), (3072, 1024)]
+SH = [(1024, 4096), (2048, 1024), (1024, 6144), (3072, 1024)]      # (in K, out N) per projection
 L = 5
 MS = [1, 5, 16, 17, 32, 33, 48, 64]
-W = [[torch.randn(n, k) * 0.02 for k, n in SH] for _ in range(L)]         # [N, K] fp32
+W = [torch.randn(n, k) * 0.02 for _ in range(L) for k, n in SH]     # [N, K] fp32, CPU (this probe times the CPU)
+INPUT_DTYPE = {"bf16pk": torch.bfloat16, "w8a16": torch.bfloat16, "w8a8": torch.float32}   # what each backend takes
 
-def fns():
-    out = {}
-    wt32 = [[w.t().contiguous() for w in l] for l in W]
-    wt16 = [[w.t().contiguous().bfloat16() for w in l] for l in W]
-    w16 = [[w.bfloat16().contiguous() for w in l] for l in W]
-    def stack(x, ws, f):
-        for l in ws:
-            for w in l:
-                y = f(x[..., :w.shape[-2] if f is mm else None], w)
-        return y
-    def run(xs, ws, f):
-        def go():
-            for l in ws:
-                for w in l:
-                    f(xs[w.shape[-2] if f is mm else w.shape[-1]], w)
-        return go
-    return wt32, wt16, w16
 
-def mm(x, w): return torch.matmul(x, w)
+def stack(pairs):
+    """One pass over the stack: pairs [(fn, x)] called in order."""
+    def go():
+        for f, x in pairs:
+            f(x)
+    return go
 
-def build(M):
-    cfg = {}
-    xs32 = {k: torch.randn(M, k) for k in (1024, 2048, 3072)}
-    xs16 = {k: v.bfloat16() for k, v in xs32.items()}
-    wt32 = [[w.t().contiguous() for w in l] for l in W]
-    wt16 = [[w.t().contiguous().bfloat16() for w in l] for l in W]
-    w16 = [[w.bfloat16().contiguous() for w in l] for l in W]
-    def loop(pairs):
-        def go():
-            for f, x, w in pairs:
-                f(x, w)
-        return go
-    cfg["fp32 x@Wt"] = loop([(torch.matmul, xs32[w.shape[0]], w) for l in wt32 for w in l])
-    cfg["bf16 x@Wt"] = loop([(torch.matmul, xs16[w.shape[0]], w) for l in wt16 for w in l])
-    cfg["bf16 F.linear"] = loop([(F.linear, xs16[w.shape[1]], w) for l in w16 for w in l])
+
+def build(M: int) -> dict:
+    """Backend name -> one pass over the stack at M rows."""
+    xs = {dt: {k: torch.randn(M, k).to(dt) for k in (1024, 2048, 3072)} for dt in (torch.float32, torch.bfloat16)}
+    def x_at(w):                                   # the project's layout: x @ W^T, W^T contiguous [K, N]
+        return lambda x: torch.matmul(x, w)
+    cfg = {"fp32 x@Wt": stack([(x_at(w.t().contiguous()), xs[torch.float32][w.shape[1]]) for w in W]),
+           "bf16 x@Wt": stack([(x_at(w.t().contiguous().bfloat16()), xs[torch.bfloat16][w.shape[1]]) for w in W]),
+           "bf16 F.linear": stack([(lambda x, w=w.bfloat16(): F.linear(x, w), xs[torch.bfloat16][w.shape[1]])
+                                   for w in W])}
     try:
-        pk = [[torch.ops.mkldnn._reorder_linear_weight(w, M) for w in l] for l in w16]
-        lp = lambda x, p: torch.ops.mkldnn._linear_pointwise(x, p, None, "none", [], "")
-        pairs = [(lp, xs16[w.shape[1]], p) for l, lw in zip(pk, w16) for p, w in zip(l, lw)]
-        cfg["bf16 onednn prepacked"] = loop(pairs)
-    except Exception as e:
-        print("prepack bf16 failed:", repr(e)[:300], file=sys.stderr)
-    try:
-        pk32 = [[torch.ops.mkl._mkl_reorder_linear_weight(w.contiguous(), M) for w in l] for l in W]
-        ml = lambda x, pw: torch.ops.mkl._mkl_linear(x, pw[0], pw[1], None, M)
-        pairs = [(ml, xs32[w.shape[1]], (p, w)) for l, lw in zip(pk32, W) for p, w in zip(l, lw)]
-        cfg["fp32 mkl prepacked"] = loop(pairs)
+        packed = [(torch.ops.mkl._mkl_reorder_linear_weight(w.contiguous(), M), w) for w in W]
+        cfg["fp32 mkl prepacked"] = stack([(lambda x, p=p, w=w: torch.ops.mkl._mkl_linear(x, p, w, None, M),
+                                            xs[torch.float32][w.shape[1]]) for p, w in packed])
     except Exception as e:
         print("prepack fp32 failed:", repr(e)[:300], file=sys.stderr)
-    try:
-        q = []
-        for l in W:
-            for w in l:
-                s = w.abs().amax(1) / 127
-                wi = torch.round(w / s[:, None]).clamp(-128, 127).to(torch.int8).contiguous()
-                q.append((wi, s.bfloat16()))
-        f = lambda x, ws: torch.ops.aten._weight_int8pack_mm(x, ws[0], ws[1])
-        cfg["W8A16 _weight_int8pack_mm"] = loop([(f, xs16[wi.shape[1]], (wi, s)) for wi, s in q])
-    except Exception as e:
-        print("int8pack failed:", repr(e)[:300], file=sys.stderr)
-    try:
-        dq = []
-        for l in W:
-            for w in l:
-                lin = torch.nn.Linear(w.shape[1], w.shape[0], bias=False)
-                lin.weight.data.copy_(w)
-                dq.append(torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(lin), {torch.nn.Linear}, dtype=torch.qint8))
-        cfg["W8A8 dynamic (fbgemm, fp32 io)"] = loop([(lambda x, m: m(x), xs32[m[0].in_features], m) for m in dq])
-    except Exception as e:
-        print("dynamic quant failed:", repr(e)[:300], file=sys.stderr)
+    for name, make in BACKENDS.items():
+        dt = INPUT_DTYPE[name]
+        try:
+            cfg[name] = stack([(make(w.to(dt) if name == "bf16pk" else w, M), xs[dt][w.shape[1]]) for w in W])
+        except Exception as e:
+            print(f"{name} failed:", repr(e)[:300], file=sys.stderr)
     return cfg
+
 
 @torch.no_grad()
 def main(reps=40, warm=5):
-    cfgs = {(name, M): fn for M in MS for name, fn in build(M).items()}
-    keys = list(cfgs)
-    times = {k: [] for k in keys}
-    rng = np.random.default_rng(0)
-    for r in range(warm + reps):
-        for i in rng.permutation(len(keys)):
-            k = keys[i]
-            s = time.perf_counter(); cfgs[k](); e = time.perf_counter()
-            if r >= warm:
-                times[k].append(e - s)
-    names = sorted({k[0] for k in keys}, key=lambda n: [k[0] for k in keys].index(n))
-    res = {n: {M: float(np.median(times[(n, M)]) * 1e3) for M in MS} for n in names}
+    p50 = interleaved_p50({(name, M): fn for M in MS for name, fn in build(M).items()}, warm, reps)
+    names = list(dict.fromkeys(name for name, _ in p50))
+    res = {n: {M: p50[(n, M)] for M in MS} for n in names}
     print("| backend | " + " | ".join(f"M={M} ms (x M=1)" for M in MS) + " |")
     print("|---|" + "---|" * len(MS))
     for n in names:
-        print(f"| {n} | " + " | ".join(f"{res[n][M]:.2f} ({res[n][M]/res[n][1]:.2f})" for M in MS) + " |")
-    json.dump(res, open("outputs/probes/linear_stack.json", "w"), indent=1)
+        print(f"| {n} | " + " | ".join(f"{res[n][M]:.2f} ({res[n][M] / res[n][1]:.2f})" for M in MS) + " |")
+    with open("outputs/probes/linear_stack.json", "w") as f:
+        json.dump(res, f, indent=1)
 
-main()
+
+if __name__ == "__main__":
+    main()

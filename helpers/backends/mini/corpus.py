@@ -162,9 +162,7 @@ def sentences(lang: str, n: int, seed: int = 0) -> list[str]:
     Japanese comes out in kana with phrase spacing; Chinese in simplified characters.
     """
     language(lang)
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    return _unique(lang, n, seed)
+    return _unique(lang, int_at_least("n", n, 0), seed)
 
 
 def make_corpus(seed: int, counts: dict[str, tuple[tuple[str, ...], int]]) -> dict[str, list[tuple[str, str]]]:
