@@ -15,7 +15,7 @@ Four parts, each recorded even when another fails (the script exits non-zero if 
     notebook 08 passes when it does not reject), then with a float64 inner loop (`-p inner_loop_dtype=float64`:
     every frame identical). --quick: notebook 04 only, float64, CPU.
 (c) latency of the 0.6B-shaped code predictor (random weights, scripts/cuda_latency.py's model): p50 per call at
-    q = 1 and q = N + 1 for N in 4, 8, 16, 32, 64, eager and CUDA-graph captured, 200 calls after 20 warm-ups;
+    q = 1 and q = N + 1 for N in 4, 8, 15, 16, 31, 32, 47, 63, 64, eager and CUDA-graph captured, 200 calls after 20 warm-ups;
     whole frames, our AR loop vs the speculative decoder per N (greedy trees of a reference acceptance table;
     random weights accept little, so frame times, not speedups, are the point). --quick: 3 calls, 1 frame, no graphs.
 (d) whole frames of the same model: eager AR and speculative loops (N = 4, 8, 16) against their CUDA-graph captured
@@ -47,7 +47,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
 
 from helpers.artifacts import atomic_write, save_json  # noqa: E402
 
-SIZES = (4, 8, 16, 32, 64)
+SIZES = (4, 8, 15, 16, 31, 32, 47, 63, 64)      # the paper's N and N + 1 = 16, 32, 48, 64
 
 
 def _run(cmd: list[str], env: dict, log: Path, timeout: int) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-SIZES = (4, 8, 16, 32, 64)           # what the brief asks of the sweep: q = N + 1 for these N
+SIZES = (4, 8, 15, 16, 31, 32, 47, 63, 64)   # the sweep: q = N + 1 for these N (the paper's and full tiles)
 
 ROOT = Path(__file__).resolve().parents[1]
 

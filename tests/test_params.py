@@ -16,7 +16,7 @@ from helpers.experiment.params import REPO_ROOT, ParamsError, RunParams, load_pa
     ({"backend": "onnx"}, r"backend='onnx' is not allowed; allowed: mini, qwen3"),
     ({"languages": ["en", "fr"]}, r"languages=\['en', 'fr'\]: give a non-empty list without repeats from en, de"),
     ({"drafters": []}, r"drafters=\[\]: give a non-empty list"),
-    ({"tree_size": 12}, r"tree_size=12 must be one of tree_sizes=\[4, 8, 16, 32, 64\]"),
+    ({"tree_size": 12}, r"tree_size=12 must be one of tree_sizes=\[4, 8, 15, 16, 31, 32, 47, 63, 64\]"),
     ({"depth": 15}, r"depth=15 must be in 1..14"),
     ({"wer_seeds": 0}, r"wer_seeds must be an integer >= 1, got 0"),
     ({"run_name": "../x"}, r"run_name='../x': use letters"),

@@ -43,6 +43,13 @@ class TinyTalkerSpec:
         )
 
 
+# The code predictor of Qwen3-TTS-12Hz-0.6B-CustomVoice (scripts/data/qwen3_tts_0.6b_customvoice/config.json,
+# talker_config and its code_predictor_config): the exact shape, for timing with random weights.
+QWEN3_TTS_0_6B = TinyTalkerSpec(hidden_size=1024, num_layers=5, num_heads=16, num_kv_heads=8, head_dim=128,
+                                vocab_size=2048, talker_hidden_size=1024, talker_vocab_size=3072, num_code_groups=16,
+                                intermediate_size=3072)
+
+
 def build_tiny_talker(spec: TinyTalkerSpec = TinyTalkerSpec(), seed: int = 0,
                       dtype: torch.dtype = torch.float64) -> Qwen3TTSTalkerForConditionalGeneration:
     """A randomly initialised official talker (with its code predictor), in eval mode.

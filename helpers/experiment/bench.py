@@ -4,9 +4,13 @@
                                        [--compile inductor] [--compiled-sizes 4 8 16]
 
 It reuses the cached stages of the params' run (the miniature, trained drafters, calibration tables, shared
-with `make run`; built if absent) and saves outputs/bench/latency_mini_cpu.json. Then, side by side in one
-process (`measure.compiled_latency`): the official generate, our AR loop eager and compiled, our speculative
-loop eager and compiled per N (per-frame p50, every ratio, compile time apart), and the compiled round's parts.
+with `make run`; built if absent) and saves outputs/bench/latency_mini_cpu.json. Then, in one process each:
+- every CPU deployment (dtype x kernel, `measure.deployments`) on the miniature: the fused call per N, whole frames
+  (official generate, AR and speculative per deployment), where the best one's call spends its time;
+- Figure 4 for this CPU at the exact 0.6B shape (random weights): every deployment, eager and compiled, per N
+  (`measure.deployments.real_shape_grid`), saved as outputs/bench/cpu_0.6b.json (notebook 06 and report.md read it);
+- compiled against eager (`measure.compiled_latency`): the official generate, our AR loop eager and compiled, our
+  speculative loop eager and compiled per N (per-frame p50, every ratio, compile time apart), the compiled round.
 """
 
 from __future__ import annotations
@@ -19,9 +23,12 @@ import torch
 from helpers.artifacts import save_json
 from helpers.experiment import stages
 from helpers.experiment.backend_factory import deployment_dtype
-from helpers.experiment.params import load_params
+from helpers.experiment.deployment_bench import deployment_comparison
+from helpers.experiment.params import load_params, parse_override
 from helpers.measure.compiled_latency import (compiled_round_profile, format_round_profile, format_side_by_side,
                                              side_by_side)
+from helpers.measure.deployments import (cpu_matrix_flags, format_frames, format_grid, format_phases,
+                                         real_shape_grid)
 from helpers.measure.latency import SIZES, environment, format_table, latency_metrics
 from helpers.measure.profile import format_profile
 from helpers.method.calibration import greedy_tree
@@ -29,13 +36,13 @@ from helpers.method.compiled import COMPILE_MODES
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 
 
-def mini_setup(params: str = "params/mini.yaml", frames: int = 200):
+def mini_setup(params: str = "params/mini.yaml", frames: int = 200, overrides: dict | None = None):
     """The run of `params` (its cached stages: the miniature, trained drafters, calibration tables, shared with
     `make run`): the main drafter and its code predictor as deployed, greedy trees for every N in SIZES, and
     real frames (teacher-forced validation utterances).
 
     -> predictor, drafter, trees {N: SparseTree}, table a[d][r], g [F, H_talker], c0 [F]"""
-    P = load_params(params)
+    P = load_params(params, overrides)
     predictor, drafter = stages.inner_loop_in(P, deployment_dtype(P))
     table = stages.calibration(P).tables[stages.main_drafter(P)]
     g, _, codes = stages.teacher_forced(P, "validation")
@@ -56,14 +63,20 @@ def main(argv=None) -> dict:
     ap.add_argument("--compiled-sizes", type=int, nargs="+", default=[4, 8, 16],
                     help="tree sizes of the side-by-side run (each compiled system costs ~1 min of compilation)")
     ap.add_argument("--side-frames", type=int, default=100, help="frames of the side-by-side run")
+    ap.add_argument("--real-rounds", type=int, default=40,
+                    help="rounds of the 0.6B-shape grid (0: skip it; every deployment and N once a round)")
+    ap.add_argument("--real-out", default="outputs/bench/cpu_0.6b.json")
+    ap.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="a parameter over the params file (as for python -m helpers), e.g. -p cache_dir=...")
     ap.add_argument("--out", default="outputs/bench/latency_mini_cpu.json")
     args = ap.parse_args(argv)
     if not set(args.compiled_sizes) <= set(SIZES):
         ap.error(f"--compiled-sizes {args.compiled_sizes}: each must be one of {list(SIZES)}")
+    overrides = dict(parse_override(o) for o in args.overrides)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     print("loading the miniature, its trained drafters and calibration (built and cached if absent) ...", flush=True)
-    predictor, drafter, trees, table, g, c0 = mini_setup(args.params, frames=args.frames)
+    predictor, drafter, trees, table, g, c0 = mini_setup(args.params, frames=args.frames, overrides=overrides)
     torch.set_num_threads(args.threads)
     print(f"sweep ({args.warmup} warm-ups + {args.calls} calls per size) and {g.shape[0]} whole frames "
           f"(official generate, AR, speculative per N) ...", flush=True)
@@ -80,6 +93,20 @@ def main(argv=None) -> dict:
             "trees": {n: [list(p) for p in tree.paths] for n, tree in trees.items()}, "metrics": metrics,
             "seconds": time.perf_counter() - start}
     save_json(args.out, data)                                   # the eager part is saved before the compiled run
+    print("every CPU deployment on the miniature (dtype x kernel): calls per N, whole frames, phases ...", flush=True)
+    P = load_params(args.params, overrides)
+    data["deployments"] = deployment_comparison(P, trees, g[:args.side_frames], c0[:args.side_frames], seed=args.seed)
+    print(format_grid(data["deployments"]["calls"]))
+    print(format_frames(data["deployments"]["frames"]))
+    print(format_phases(data["deployments"]["phases"]))
+    save_json(args.out, data)
+    if args.real_rounds:
+        print(f"Figure 4 at the 0.6B shape, every deployment, {args.real_rounds} rounds (minutes) ...", flush=True)
+        real = real_shape_grid(rounds=args.real_rounds)
+        real["environment"] = {**environment(), "cpu_flags": cpu_matrix_flags()}
+        print(format_grid(real))
+        print(format_phases(real["phases"]))
+        print(f"saved {save_json(args.real_out, real)}")
     data["side_by_side"], data["compiled_profile"] = compiled_comparison(
         predictor, drafter, {n: trees[n] for n in args.compiled_sizes}, g[:args.side_frames], c0[:args.side_frames],
         args.compile, args.seed)

@@ -82,7 +82,7 @@ class RunParams:
     drafter_lr: float = 1e-3
     drafter_batch_size: int = 32
     acceptance_width: int = 8
-    tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 16, 32, 64])
+    tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 15, 16, 31, 32, 47, 63, 64])   # + N + 1 = 16, 32, 48, 64
     tree_size: int = 32
     ceiling_frames: int = 24                # calibration frames for the ideal drafter's ceiling (exact marginals)
     # sampling of c0 (talker) and c1..c15 (code predictor): the deployed settings
@@ -128,7 +128,7 @@ class RunParams:
     asr_batch_size: int = 8
     extraction_batch_size: int = 16
     # latency and Core ML
-    latency_tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 16, 32, 64])
+    latency_tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 15, 16, 31, 32, 47, 63, 64])
     latency_calls: int = 200
     latency_warmup: int = 20
     latency_frames: int = 200               # whole frames timed AR vs speculative (recorded evaluation frames)

@@ -34,7 +34,7 @@ from helpers.measure.timing import device_sync, interleaved, time_calls
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 from helpers.method.tree import SparseTree
 
-SIZES = (4, 8, 16, 32, 64)
+SIZES = (4, 8, 15, 16, 31, 32, 47, 63, 64)       # the paper's N and N + 1 = 16, 32, 48, 64 (full tiles)
 
 
 def graphed(step: FusedStep, inputs) -> Callable[[], object]:

@@ -31,6 +31,8 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from helpers.method.kernels import check_kernel
+
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm over the last dim, reduced in at least float32 (the reference formula). x: [..., D] -> [..., D]."""
@@ -85,9 +87,12 @@ class CodePredictor(nn.Module):
         code_predictor: the official `Qwen3TTSTalkerCodePredictorModelForConditionalGeneration`.
         c0_embedding: the talker's codec embedding (`talker.get_input_embeddings()`), table `E0`.
         max_query: the longest query a call accepts (tree size N + 1).
+        kernel: how the fused calls on it multiply (`helpers.method.kernels.KERNELS`; "dense" the reference,
+            the others deployment layouts for the CPU's matrix kernels). `with_kernel` gives the same model with another.
     """
 
-    def __init__(self, code_predictor: nn.Module, c0_embedding: nn.Embedding, max_query: int = 65):
+    def __init__(self, code_predictor: nn.Module, c0_embedding: nn.Embedding, max_query: int = 65,
+                 kernel: str = "dense"):
         super().__init__()
         config = code_predictor.config
         self.official = code_predictor
@@ -101,6 +106,8 @@ class CodePredictor(nn.Module):
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
         self.max_query = max_query
+        check_kernel(kernel, self.dtype, self.device)
+        self.kernel = kernel
         if any(t != "full_attention" for t in config.layer_types) and (
                 config.sliding_window or 0) < self.slots + max_query:
             raise ValueError(f"sliding-window layers with window {config.sliding_window} are not supported; "
@@ -120,6 +127,10 @@ class CodePredictor(nn.Module):
         if dtype != weight.dtype or not same_device:
             official, e0 = (copy.deepcopy(m).to(device=device, dtype=dtype) for m in (official, e0))
         return cls(official, e0, max_query)
+
+    def with_kernel(self, kernel: str) -> "CodePredictor":
+        """The same model (its modules shared, nothing copied) with the fused calls multiplying by `kernel`."""
+        return self if kernel == self.kernel else CodePredictor(self.official, self.c0_embedding, self.max_query, kernel)
 
     # ------------------------------------------------------------------ properties
     @property

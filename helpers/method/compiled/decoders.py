@@ -15,6 +15,14 @@ from helpers.method.sampling import SamplerConfig
 from helpers.method.tree import SparseTree
 
 
+def dense_only(predictor: CodePredictor) -> None:
+    """The compiled calls gather their rows by index and lay weights out themselves (inductor's freezing packs
+    them): they take the dense reference layout, not a kernel's."""
+    if predictor.kernel != "dense":
+        raise ValueError(f"compiled decoders take a predictor with kernel 'dense' (the compiler lays its weights out), "
+                         f"this one has {predictor.kernel!r}: pass predictor.with_kernel('dense')")
+
+
 class _FrameState:
     """The decoder's buffers: KV caches, the frame's uniforms [15] (model's device, float64), codes [15], t inputs."""
 
@@ -45,6 +53,7 @@ class CompiledAR:
     def __init__(self, predictor: CodePredictor, sampler: SamplerConfig, compile: str = "inductor",
                  torch_backend: str | None = None):
         self.predictor, self.sampler = predictor, sampler
+        dense_only(predictor)
         self.compiler = CallCompiler(compile, predictor.device, torch_backend)
         self.core = FusedCore(predictor, max_depth=0)
         self.state = _FrameState(predictor)
@@ -81,6 +90,7 @@ class CompiledSpeculative:
                  compile: str = "inductor", torch_backend: str | None = None):
         check_tree(predictor, drafter, tree)
         self.predictor, self.drafter, self.tree, self.sampler = predictor, drafter, tree, sampler
+        dense_only(predictor)
         self.compiler = CallCompiler(compile, predictor.device, torch_backend)
         self.core = FusedCore(predictor, max_depth=max(tree.max_depth, 1))
         # verify-only calls (their hidden output is r for a prenorm drafter); drafts from the stop node

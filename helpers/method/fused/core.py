@@ -7,6 +7,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from helpers.method.kernels import apply, make_linear
 from helpers.method.predictor import CodePredictor
 
 
@@ -28,6 +29,8 @@ class FusedCore(nn.Module):
     """Shared weights and tables of the fused calls of one `CodePredictor` (all buffers, no new parameters).
 
     positions: RoPE tables cover positions 0..slots + max_depth + 1 (a root at c_14 plus K deeper nodes).
+    kernel: the predictor's (`CodePredictor.kernel`): the projections and `head_linears` laid out for it
+    (`helpers.method.kernels`); `heads` stays dense [15 + 2 Dmax, H, V] for the gathered (traced) call.
     """
 
     def __init__(self, predictor: CodePredictor, max_depth: int = 3):
@@ -37,6 +40,7 @@ class FusedCore(nn.Module):
         self.num_codes, self.slots, self.vocab = p.num_codes, p.slots, p.vocab_size
         self.num_layers, self.nh, self.nkv, self.hd = len(p.layers), p.num_heads, p.num_kv_heads, p.head_dim
         self.max_depth = max_depth
+        self.kernel = predictor.kernel
         self.eps = p.layers[0].self_attn.q_norm.variance_epsilon
         if getattr(p.config, "attention_bias", False):
             raise ValueError("the fused call supports attention_bias=False (as Qwen3-TTS), this model has biases")
@@ -59,7 +63,7 @@ class FusedCore(nn.Module):
     def refresh(self) -> bool:
         """Rebuild the copied tensors if the official weights changed since the last build. Returns rebuilt."""
         sources = self._sources()
-        signature = tuple((w.data_ptr(), w._version, w.dtype, w.device) for w in sources)
+        signature = (self.kernel,) + tuple((w.data_ptr(), w._version, w.dtype, w.device) for w in sources)
         if signature == self._signature:
             return False
         p = self.predictor
@@ -75,17 +79,24 @@ class FusedCore(nn.Module):
             half = self.hd // 2
             self.register_buffer("cos", cos[0], persistent=False)                   # [P, d]
             self.register_buffer("sin", torch.cat((-sin[0, :, :half], sin[0, :, half:]), -1), persistent=False)
-            # projections as x @ W (transposed, contiguous: faster than F.linear for a few rows), q/k/v and
-            # gate/up each stacked into one matrix; q/k norm weights merged [nh + nkv, d], q rows carry 1/sqrt(d)
+            # projections laid out for the kernel (dense: x @ W, W transposed and contiguous, faster than F.linear
+            # for a few rows), q/k/v and gate/up each stacked into one matrix; q/k norm weights merged
+            # [nh + nkv, d], q rows carry 1/sqrt(d)
+            kernel = self.kernel
             self.layer_weights = [(
                 _padded(layer.input_layernorm.weight),
-                torch.cat([m.weight.detach() for m in (a.q_proj, a.k_proj, a.v_proj)]).t().contiguous(),
+                make_linear(torch.cat([m.weight.detach() for m in (a.q_proj, a.k_proj, a.v_proj)]), kernel),
                 torch.cat((a.q_norm.weight.detach().expand(self.nh, -1) * a.scaling,
                            a.k_norm.weight.detach().expand(self.nkv, -1))),
-                a.o_proj.weight.detach().t().contiguous(), _padded(layer.post_attention_layernorm.weight),
-                torch.cat((layer.mlp.gate_proj.weight.detach(), layer.mlp.up_proj.weight.detach())).t().contiguous(),
-                layer.mlp.down_proj.weight.detach().t().contiguous(), layer.mlp.act_fn)
+                make_linear(a.o_proj.weight, kernel), _padded(layer.post_attention_layernorm.weight),
+                make_linear(torch.cat((layer.mlp.gate_proj.weight.detach(), layer.mlp.up_proj.weight.detach())),
+                            kernel),
+                make_linear(layer.mlp.down_proj.weight, kernel), layer.mlp.act_fn)
                 for layer in p.layers for a in (layer.self_attn,)]
+            # what the eager calls multiply by: the dense heads themselves, or one laid-out linear per head
+            # the heads laid out for a non-dense kernel, padded as `heads` (past c15, the last head)
+            linears = [make_linear(h.weight, kernel) for h in p.official.lm_head] if kernel != "dense" else []
+            self._head_linears = linears + linears[-1:] * (2 * self.max_depth)
         self._signature = signature
         self.generation += 1
         self.norm_weight = _padded(p.official.model.norm.weight)
@@ -100,6 +111,12 @@ class FusedCore(nn.Module):
         self.prefill_mask = mask
         return True
 
+    @property
+    def head_linears(self) -> torch.Tensor | list:
+        """What the eager calls multiply by for head i (row i): the dense `heads` [15 + 2 Dmax, H, V] themselves,
+        or the kernel's laid-out linears (a list, as long)."""
+        return self.heads if self.kernel == "dense" else self._head_linears
+
     # ------------------------------------------------------------------ the decoder stack
     def layers(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
                k_cache: torch.Tensor, v_cache: torch.Tensor, prenorm: bool = False):
@@ -112,7 +129,7 @@ class FusedCore(nn.Module):
         h = x if self.project is None else self.project(x)
         k_out, v_out = [], []
         for li, (w_in, w_qkv, w_qk, w_o, w_post, w_gate_up, w_down, act) in enumerate(self.layer_weights):
-            qkv = torch.matmul(rms_norm_one_kernel(h, w_in, self.eps), w_qkv).view(batch, q, nh + 2 * nkv, hd)
+            qkv = apply(rms_norm_one_kernel(h, w_in, self.eps), w_qkv).view(batch, q, nh + 2 * nkv, hd)
             qk = F.rms_norm(qkv[:, :, :nh + nkv], (hd,), None, self.eps) * w_qk
             qk = qk * cos + torch.roll(qk, hd // 2, -1) * sin                      # RoPE
             qs = qk[:, :, :nh].reshape(batch, q, nkv, groups, hd).permute(0, 2, 3, 1, 4).reshape(
@@ -128,10 +145,9 @@ class FusedCore(nn.Module):
             if self.softmax_dtype is not None:
                 probs = probs.to(values.dtype)
             o = torch.matmul(probs.view(batch, nkv, groups * q, -1), values)         # [B, kv, g q, d]
-            h = h + torch.matmul(o.view(batch, nkv, groups, q, hd).permute(0, 3, 1, 2, 4).reshape(batch, q, nh * hd),
-                                 w_o)
-            gate, up = torch.matmul(rms_norm_one_kernel(h, w_post, self.eps), w_gate_up).chunk(2, dim=-1)
-            h = h + torch.matmul(act(gate) * up, w_down)
+            h = h + apply(o.view(batch, nkv, groups, q, hd).permute(0, 3, 1, 2, 4).reshape(batch, q, nh * hd), w_o)
+            gate, up = apply(rms_norm_one_kernel(h, w_post, self.eps), w_gate_up).chunk(2, dim=-1)
+            h = h + apply(act(gate) * up, w_down)
         return h if prenorm else self.final_norm(h), torch.stack(k_out), torch.stack(v_out)
 
     def final_norm(self, r: torch.Tensor) -> torch.Tensor:
@@ -146,7 +162,7 @@ class FusedCore(nn.Module):
         state, k, v = self.layers(x, self.prefill_cos, self.prefill_sin, self.prefill_mask, k_cache, v_cache, True)
         r1 = state[:, 1]
         h1 = self.final_norm(r1)
-        return torch.matmul(h1, self.heads[0]), k, v, r1 if prenorm else h1
+        return apply(h1, self.head_linears[0]), k, v, r1 if prenorm else h1
 
 
 def shared_core(predictor: CodePredictor, max_depth: int = 3) -> FusedCore:
@@ -155,7 +171,7 @@ def shared_core(predictor: CodePredictor, max_depth: int = 3) -> FusedCore:
     Kept as a plain attribute of the predictor, so it lives exactly as long as the predictor (no global cache
     holding weight copies); replaced by a deeper one when a tree needs more than its max_depth (decoders built
     on the old one keep it while they live)."""
-    core = predictor.__dict__.get("_fused_core")
+    core = predictor.__dict__.get("_fused_core")      # per predictor, so per kernel (`with_kernel` is a new one)
     if core is None or core.max_depth < max_depth:
         core = FusedCore(predictor, max_depth=max_depth)
         object.__setattr__(predictor, "_fused_core", core)      # not a registered submodule (no state_dict entry)

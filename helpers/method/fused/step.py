@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from helpers.method.drafters import Drafter, MedusaHeads
 from helpers.method.fused.core import FusedCore
+from helpers.method.kernels import apply, apply_each
 from helpers.method.tree import SparseTree
 
 
@@ -73,6 +74,7 @@ class FusedStep(nn.Module):
         self._offsets_key = None
         self.to(device)
         self._tables()
+        self._offsets()
 
     def _tables(self) -> None:
         """Per-t float tables in the model dtype: cos/sin [15, q, 1, d], additive mask [15, 1, q, S + q];
@@ -87,12 +89,13 @@ class FusedStep(nn.Module):
         self.mask_t = torch.zeros(self.visible.shape, dtype=core.cos.dtype, device=core.cos.device).masked_fill(
             ~self.visible, core.mask_min)[:, None]
         self.rows = [(self.emb_offset[t], self.cos_t[t], self.sin_t[t], self.mask_t[t],   # padded heads:
-                      self._weights(core.heads[t:t + self.window])) for t in range(core.num_codes)]   # rows exist
+                      self._weights(core.head_linears[t:t + self.window])) for t in range(core.num_codes)]   # rows exist
         self._generation = core.generation
 
-    def _weights(self, heads: torch.Tensor) -> list[torch.Tensor]:
-        """What each depth group's tokens read from the head window heads [W, H, V]: rows d..d+D as
-        [D+1, H, V] (target and drafts, offsets/reused heads fused) or row d [H, V] (target only)."""
+    def _weights(self, heads: torch.Tensor | list) -> list:
+        """What each depth group's tokens read from the head window heads [W, H, V] (or W laid-out linears, see
+        `FusedCore.head_linears`): rows d..d+D as [D+1, H, V] (target and drafts, offsets/reused heads fused) or
+        row d [H, V] (target only)."""
         if self.fused_drafts and not self.medusa:
             return [heads[d:d + self.depth + 1] for d, _, _ in self.groups]
         return [heads[d] for d, _, _ in self.groups]
@@ -102,6 +105,8 @@ class FusedStep(nn.Module):
         b = self._offsets_source
         if b is None:
             return None
+        if torch.compiler.is_compiling():             # traced as a constant: the value at the last eager call
+            return self._offsets_value
         key = (b.data_ptr(), b._version)
         if key != self._offsets_key:
             b = b.detach().to(self.core.heads.dtype)                      # float32 master offsets, cast where used
@@ -131,6 +136,9 @@ class FusedStep(nn.Module):
             return self.call_at(tokens, k_cache, v_cache, int(t))
         # the traced / exported / graph-captured call: every t-dependent row gathered by index_select
         core = self.core
+        if core.kernel != "dense":
+            raise ValueError(f"kernel {core.kernel!r} runs eagerly with the root position as a host int (`call_at`; "
+                             "a CPU tensor t); the gathered call (tracing, export, CUDA graphs) needs kernel 'dense'")
         if self._generation != core.generation:
             self._tables()
         t = t.reshape(1)
@@ -162,9 +170,9 @@ class FusedStep(nn.Module):
             return logits, k_new, v_new, drafts
         hidden = core.final_norm(state) if self.prenorm else state
         if self.depth == 0:
-            logits = torch.matmul(hidden, weights[0])
+            logits = apply(hidden, weights[0])
         else:
-            logits = torch.cat([torch.matmul(hidden[:, s:e], w) for (_, s, e), w in zip(self.groups, weights)], dim=1)
+            logits = torch.cat([apply(hidden[:, s:e], w) for (_, s, e), w in zip(self.groups, weights)], dim=1)
         if self.tree is not None:
             return logits, k_new, v_new, state
         return logits, k_new, v_new
@@ -178,7 +186,7 @@ class FusedStep(nn.Module):
         D = self.depth
         groups = groups or self.groups
         if self.medusa:
-            logits = torch.cat([torch.matmul(hidden[:, s:e], w) for (_, s, e), w in zip(groups, weights)], dim=1)
+            logits = torch.cat([apply(hidden[:, s:e], w) for (_, s, e), w in zip(groups, weights)], dim=1)
             med = self.drafter.heads.index_select(0, self.medusa_index.index_select(0, t)[0])   # [D+1, K, V, H]
             med = med.to(hidden.dtype)                                                   # float32 master heads
             x = hidden[None]
@@ -189,7 +197,7 @@ class FusedStep(nn.Module):
             x = hidden[0].expand(D + 1, -1, -1) if b is None else hidden[0] + b          # [D+1, q, H]
             if self.prenorm:
                 x = self.core.final_norm(x)                                              # row 0: norm(r) = h
-            both = [torch.bmm(x[:, s:e], w) for (_, s, e), w in zip(groups, weights)]    # w [D+1, H, V]
+            both = [apply_each(x[:, s:e], w) for (_, s, e), w in zip(groups, weights)]    # w [D+1, H, V]
             both = torch.cat(both, dim=1) if len(both) > 1 else both[0]                    # [D+1, q, V]
             return both[:1], both[1:].topk(self.width, dim=-1).indices.transpose(0, 1)[None]
         return logits, draft.topk(self.width, dim=-1).indices.permute(1, 2, 0, 3)

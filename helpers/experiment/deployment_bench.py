@@ -1,0 +1,42 @@
+"""The run's inner loop in every CPU deployment (dtype x matrix kernel, `measure.deployments`), side by side:
+what `make bench` and notebook 06 show at the miniature's shape.
+
+`deployment_comparison(P, trees, g, c0)`: the fused call per deployment and N (interleaved), whole frames (the
+official generate per dtype, AR and speculative per deployment) and where the fastest speculative deployment's call
+spends its time.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from helpers.experiment import stages
+from helpers.experiment.backend_factory import backend, sampler
+from helpers.experiment.params import RunParams
+from helpers.measure.deployments import DEPLOYMENTS, call_grid, call_phases, deployed, deployment_frames
+from helpers.method.sampling import frame_uniforms
+from helpers.method.tree import SparseTree
+
+
+def usable_deployments(hidden_size: int, names=DEPLOYMENTS) -> list[str]:
+    """The deployments a code predictor of this width can run (w8a16's CPU kernel needs widths in blocks of 16)."""
+    return [n for n in names if not (DEPLOYMENTS[n][1] == "w8a16" and hidden_size % 16)]
+
+
+@torch.no_grad()
+def deployment_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.Tensor, c0: torch.Tensor,
+                          frame_sizes=(4, 8, 16), rounds: int = 60, warmup: int = 10, seed: int = 0) -> dict:
+    """-> {"calls": `call_grid` (every N of trees), "frames": `deployment_frames` (N in frame_sizes), "phases":
+    `call_phases` of the fastest speculative deployment (its N)}. g [F, H_talker], c0 [F]: real frames."""
+    b = backend(P)
+    drafter = stages.drafters(P).drafters[stages.main_drafter(P)]
+    names = usable_deployments(b.predictor.hidden_size)
+    systems = deployed(b.model.talker, drafter, P.depth, names)
+    calls = call_grid(systems, trees, warmup, rounds, seed=seed)
+    u = frame_uniforms(torch.Generator().manual_seed(seed), b.predictor.num_codes, batch=g.shape[0])
+    frames = deployment_frames(systems, {n: trees[n] for n in frame_sizes if n in trees}, g, c0, u, sampler(P),
+                               seed=seed)
+    spec = frames["fastest_spec"]                                   # "spec<N>@<deployment>"
+    n, name = int(spec.split("@")[0][4:]), spec.split("@")[1]
+    phases = {"deployment": name, "by_n": call_phases(*systems[name], {n: trees[n]}, seed=seed)}
+    return {"calls": calls, "frames": frames, "phases": phases, "deployments": names}

@@ -1,0 +1,308 @@
+"""The code predictor as deployed on a CPU: each dtype and matrix kernel (`method.kernels`), timed side by side.
+
+A deployment is a dtype and a kernel (`DEPLOYMENTS`); `deployed` makes the predictors (one copy per dtype, the kernels
+share it) and their drafters. Then, in one process, every deployment interleaved with every other:
+
+- `call_grid`: the fused call at q = 1 (the AR call) and q = N + 1 per tree, p50 per (deployment, N) over rounds in
+  which every call runs once in a shuffled order; overhead(N) = p50(N) / p50(AR) - 1 (Figure 4's quantity).
+- `deployment_frames`: whole frames (the official generate in each dtype, our AR loop and speculative loop per N in
+  each deployment), interleaved frame by frame (`timing.interleaved`) on the same uniforms; per deployment, how many
+  speculative frames equal its own AR frames. Outside float64 they need not all: a kernel that rounds gives a row of
+  a tree call logits a few ulps from the one-row call's. That the codes are still samples of one distribution is
+  the parity test's to show (tests/test_kernels.py: independent samples, and a control that must reject).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import numpy as np
+import torch
+
+from helpers.measure.latency import official_generate
+from helpers.measure.timing import device_sync, interleaved
+from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.drafters import Drafter, make_drafter
+from helpers.method.fused import FusedStep, shared_core
+from helpers.method.predictor import CodePredictor
+from helpers.method.sampling import SamplerConfig
+from helpers.method.tree import SparseTree
+
+DEPLOYMENTS = {"float32": (torch.float32, "dense"), "bfloat16": (torch.bfloat16, "dense"),
+               "bfloat16-prepacked": (torch.bfloat16, "prepacked"), "w8a16": (torch.bfloat16, "w8a16"),
+               "w8a8": (torch.float32, "w8a8")}
+
+
+def check_deployments(names) -> list[str]:
+    names = list(names)
+    unknown = [n for n in names if n not in DEPLOYMENTS]
+    if unknown or not names:
+        raise ValueError(f"deployments {unknown or names}: each must be one of {list(DEPLOYMENTS)}")
+    return names
+
+
+def deployed(talker: torch.nn.Module, drafter: Drafter | str, depth: int = 3, names=DEPLOYMENTS,
+             device: str = "cpu") -> dict[str, tuple[CodePredictor, Drafter]]:
+    """{deployment: (predictor, drafter)} of an official talker: one code-predictor copy per dtype (the kernels of a
+    dtype share its modules, `CodePredictor.with_kernel`), the drafter copied into each dtype (a trained drafter's
+    state, or a fresh drafter of that kind)."""
+    by_dtype, out = {}, {}
+    for name in check_deployments(names):
+        dtype, kernel = DEPLOYMENTS[name]
+        if dtype not in by_dtype:
+            predictor = CodePredictor.from_talker(talker, dtype=dtype, device=device)
+            copy = make_drafter(drafter if isinstance(drafter, str) else drafter.kind, predictor, depth)
+            if not isinstance(drafter, str):
+                copy.load_state_dict(drafter.state_dict())
+            by_dtype[dtype] = predictor, copy
+        predictor, copy = by_dtype[dtype]
+        out[name] = predictor.with_kernel(kernel), copy
+    return out
+
+
+@torch.no_grad()
+def call_grid(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int, SparseTree], warmup: int = 10,
+              rounds: int = 60, t: int = 1, seed: int = 0, compiled_sizes=()) -> dict:
+    """p50 ms of the AR call and of each tree's fused call (reused-head or trained drafts fused), every deployment;
+    with `compiled_sizes`, also the calls compiled by inductor (`compiled.CallCompiler`) at q = 1 and those N, for
+    the dense deployments (inductor lays out their weights itself), as "<name>+inductor" (compile time apart).
+
+    -> {name: {"ar_ms", "by_n": {N: {"q", "call_ms", "overhead"}}[, "compile_s"]}} and "rounds", "warmup", "t"."""
+    from helpers.method.compiled import CallCompiler
+
+    calls, compilers = {}, {}
+    for name, (predictor, drafter) in systems.items():
+        core = shared_core(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
+        for n, tree in [(0, None), *trees.items()]:
+            step = FusedStep(core, tree, drafter if tree is not None else None)
+            inputs = step.example_inputs(t)
+            calls[name, n] = lambda step=step, inputs=inputs: step(*inputs)
+            if predictor.kernel == "dense" and compiled_sizes and (n == 0 or n in compiled_sizes):
+                compiler = compilers.setdefault(f"{name}+inductor", CallCompiler("inductor", predictor.device))
+                gathered = FusedStep(core, tree, drafter if tree is not None else None)
+                gathered.use_views = False                       # the traced call: rows gathered by index
+                fn = compiler(gathered, [])
+                fn(*inputs)                                      # compiled here, booked apart
+                calls[f"{name}+inductor", n] = lambda fn=fn, inputs=inputs: fn(*inputs)
+    devices = {p.device for p, _ in systems.values()}
+    sync = device_sync(next(iter(devices)))
+    times = {key: [] for key in calls}
+    order = random.Random(seed)
+    for r in range(warmup + rounds):
+        for key in order.sample(list(calls), len(calls)):
+            sync()
+            start = time.perf_counter()
+            calls[key]()
+            sync()
+            if r >= warmup:
+                times[key].append(time.perf_counter() - start)
+    out = {"rounds": rounds, "warmup": warmup, "t": t}
+    for name in dict.fromkeys(key for key, _ in calls):
+        ar = float(np.median(times[name, 0])) * 1e3
+        out[name] = {"ar_ms": ar, "by_n": {}}
+        if name in compilers:
+            out[name]["compile_s"] = compilers[name].seconds
+        for n, tree in trees.items():
+            if (name, n) in times:
+                ms = float(np.median(times[name, n])) * 1e3
+                out[name]["by_n"][n] = {"q": tree.size + 1, "call_ms": ms, "overhead": ms / ar - 1.0}
+    return out
+
+
+@torch.no_grad()
+def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int, SparseTree],
+                      g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, sampler: SamplerConfig = SamplerConfig(),
+                      official: bool = True, warmup_frames: int = 2, seed: int = 0) -> dict:
+    """Whole frames of every deployment, interleaved: g [F, H_talker], c0 [F], u [F, 15] (any dtype; cast per system).
+
+    Systems "official@<dtype>" (once per dtype), "ar@<deployment>", "spec<N>@<deployment>".
+    -> {"frames", "systems": {name: {"frame_ms" (p50), "tokens_per_step"}}, "identical": {deployment: {"spec": {N:
+        frames equal to its own AR frames}, "ar_vs_dense": its AR frames equal to its dtype's dense AR loop's}},
+        "fastest_ar",
+        "fastest_spec", "official": fastest official, "ratios": {"ar_over_official", "spec_over_ar",
+        "spec_over_official"} (how many times faster)}"""
+    runs, decoders = {}, {}
+    for name, (predictor, drafter) in systems.items():
+        decoders[name] = {n: SpeculativeDecoder(predictor, drafter, tree, sampler) for n, tree in trees.items()}
+    dtypes = {}
+    for name, (predictor, _) in systems.items():
+        dtypes.setdefault(str(predictor.dtype).removeprefix("torch."), predictor)
+    codes = {}
+
+    def runs_of(j):
+        out = {}
+        for name, (predictor, _) in systems.items():
+            gi, ci, ui = g[j:j + 1].to(predictor.dtype), c0[j:j + 1], u[j:j + 1]
+            out[f"ar@{name}"] = lambda p=predictor, gi=gi, ci=ci, ui=ui: decode_frame_ar(p, gi, ci, sampler, ui)
+            for n, dec in decoders[name].items():
+                out[f"spec{n}@{name}"] = lambda dec=dec, gi=gi, ci=ci, ui=ui: dec.decode_frame(gi, ci, ui)
+        if official:
+            for dt, predictor in dtypes.items():
+                gi = g[j:j + 1].to(predictor.dtype)
+                out[f"official@{dt}"] = lambda p=predictor, gi=gi, ci=c0[j:j + 1]: official_generate(p, gi, ci, sampler)
+        return out
+
+    times, calls = {}, {}
+    device = next(iter(systems.values()))[0].device
+    for _, out, seconds in interleaved(g.shape[0], runs_of, warmup_frames, seed, device_sync(device)):
+        for key, s in seconds.items():
+            times.setdefault(key, []).append(s)
+            if not key.startswith("official"):
+                calls[key] = calls.get(key, 0) + out[key].calls
+                codes.setdefault(key, []).append(out[key].codes)
+    num_codes = next(iter(systems.values()))[0].num_codes
+    rows = {key: {"frame_ms": float(np.median(ts)) * 1e3,
+                  "tokens_per_step": num_codes * len(ts) / calls[key] if key in calls else None}
+            for key, ts in times.items()}
+    def same(a, b):
+        return int((torch.cat(codes[a]) == torch.cat(codes[b])).all(dim=1).sum())
+
+    identical = {}
+    for name, (predictor, _) in systems.items():
+        dense = next((d for d, (p, _) in systems.items() if p.dtype == predictor.dtype and p.kernel == "dense"), None)
+        identical[name] = {"spec": {n: same(f"spec{n}@{name}", f"ar@{name}") for n in trees},
+                           "ar_vs_dense": same(f"ar@{name}", f"ar@{dense}") if dense else None}
+
+    def fastest(prefix):
+        keys = [k for k in rows if k.startswith(prefix)]
+        return min(keys, key=lambda k: rows[k]["frame_ms"]) if keys else None
+
+    best_ar, best_spec, best_official = fastest("ar@"), fastest("spec"), fastest("official@")
+    ms = {k: rows[k]["frame_ms"] if k else None for k in (best_ar, best_spec, best_official)}
+    ratios = {"spec_over_ar": ms[best_ar] / ms[best_spec]}
+    if best_official:
+        ratios.update(ar_over_official=ms[best_official] / ms[best_ar],
+                      spec_over_official=ms[best_official] / ms[best_spec])
+    return {"frames": g.shape[0], "systems": rows, "identical": identical, "fastest_ar": best_ar,
+            "fastest_spec": best_spec, "official": best_official, "ratios": ratios}
+
+
+@torch.no_grad()
+def call_phases(predictor: CodePredictor, drafter: Drafter, trees: dict[int, SparseTree], warmup: int = 5,
+                rounds: int = 30, t: int = 1, seed: int = 0) -> dict:
+    """Where one fused call's time goes (q = 1 and each tree): its projections alone (the same laid-out linears on
+    inputs of the same shapes), the rest of the layers (attention over cache and tree, norms, RoPE, copies) and the
+    heads with the drafts' top-k; p50 ms over interleaved rounds.
+
+    -> {N (0: the AR call): {"q", "call_ms", "projections_ms", "attention_and_small_ops_ms", "heads_ms"}}"""
+    from helpers.method.clock import PhaseClock
+    from helpers.method.kernels import apply, in_features
+
+    core = shared_core(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
+    clock = PhaseClock(device_sync(predictor.device) if predictor.device.type == "cuda" else None)
+    gen = torch.Generator(device=predictor.device).manual_seed(seed)
+    jobs = {}
+    for n, tree in [(0, None), *trees.items()]:
+        step = FusedStep(core, tree, drafter if tree is not None else None)
+        tokens, k, v, _ = step.example_inputs(t)
+
+        def call(step=step, tokens=tokens, k=k, v=v):
+            clock.start()
+            step.call_at(tokens, k, v, t, clock)
+            clock("heads")
+            return dict(clock.seconds)
+
+        shapes = [(w, torch.randn(1, step.q, in_features(w), generator=gen, device=predictor.device,
+                                  dtype=predictor.dtype))
+                  for layer in core.layer_weights for w in (layer[1], layer[3], layer[5], layer[6])]   # qkv, o, gate_up, down
+
+        def projections(shapes=shapes):
+            start = time.perf_counter()
+            for w, x in shapes:
+                apply(x, w)
+            return {"projections": time.perf_counter() - start}
+
+        jobs[n] = (step.q, call, projections)
+    samples = {n: [] for n in jobs}
+    order = random.Random(seed)
+    keys = [(n, i) for n in jobs for i in (1, 2)]
+    for r in range(warmup + rounds):
+        for n, i in order.sample(keys, len(keys)):
+            out = jobs[n][i]()
+            if r >= warmup:
+                samples[n].append(out)
+    result = {}
+    for n, (q, _, _) in jobs.items():
+        def p50(key):
+            return float(np.median([s[key] for s in samples[n] if key in s])) * 1e3
+        layers, heads, proj = p50("layers"), p50("heads"), p50("projections")
+        result[n] = {"q": q, "call_ms": layers + heads, "projections_ms": proj,
+                     "attention_and_small_ops_ms": layers - proj, "heads_ms": heads}
+    return result
+
+
+
+REAL_SIZES = (4, 8, 15, 16, 31, 32, 47, 63, 64)          # the paper's N and N + 1 = 16, 32, 48, 64 (full tiles)
+
+
+def real_shape_grid(names=DEPLOYMENTS, sizes=REAL_SIZES, rounds: int = 40, warmup: int = 5,
+                    compiled_sizes=(15, 31), seed: int = 0) -> dict:
+    """`call_grid` at the exact shape of the 0.6B code predictor (`adapter.tiny.QWEN3_TTS_0_6B`, random weights,
+    reused-head drafts on greedy trees of the reference acceptance table), on the CPU, plus `call_phases` of the
+    deployment with the cheapest tree call at N = 31 ("phases"). Several GB of memory; minutes."""
+    from helpers.adapter.tiny import QWEN3_TTS_0_6B, build_tiny_talker
+    from helpers.method.calibration import REFERENCE_TABLE, greedy_tree
+
+    talker = build_tiny_talker(QWEN3_TTS_0_6B, seed=seed, dtype=torch.float32)
+    systems = deployed(talker, "reused", names=names)
+    trees = {n: greedy_tree(REFERENCE_TABLE, n) for n in sizes}
+    grid = call_grid(systems, trees, warmup, rounds, compiled_sizes=compiled_sizes, seed=seed)
+    ref = 31 if 31 in trees else max(trees)
+    best = min(systems, key=lambda name: grid[name]["by_n"][ref]["call_ms"])
+    grid["phases"] = {"deployment": best, "by_n": call_phases(*systems[best], {n: trees[n] for n in (15, 31)
+                                                                               if n in trees} or trees, seed=seed)}
+    grid["shape"] = {k: getattr(QWEN3_TTS_0_6B, k) for k in ("hidden_size", "num_layers", "num_heads", "num_kv_heads",
+                                                             "head_dim", "vocab_size", "intermediate_size")}
+    return grid
+
+
+def format_grid(grid: dict) -> str:
+    """One line per deployment: AR call p50, then call p50 (overhead) per N."""
+    rows = {k: v for k, v in grid.items() if isinstance(v, dict) and "by_n" in v and "ar_ms" in v}
+    sizes = sorted({int(n) for v in rows.values() for n in v["by_n"]})
+    lines = [f"{'deployment':>26} {'AR ms':>7}" + "".join(f" {f'N={n}':>14}" for n in sizes)]
+    for name, v in rows.items():
+        cells = "".join(f" {v['by_n'][n]['call_ms']:7.2f} ({v['by_n'][n]['overhead']:+.2f})" if n in v["by_n"]
+                        else f" {'-':>14}" for n in sizes)
+        lines.append(f"{name:>26} {v['ar_ms']:7.2f}{cells}")
+    return "\n".join(lines)
+
+
+def format_phases(phases: dict) -> str:
+    lines = [f"where a call's time goes ({phases['deployment']}), p50 ms:",
+             f"{'N':>3} {'q':>3} {'call':>7} {'projections':>11} {'attention+small ops':>19} {'heads+top-k':>11}"]
+    for n, r in phases["by_n"].items():
+        lines.append(f"{n:3d} {r['q']:3d} {r['call_ms']:7.2f} {r['projections_ms']:11.2f} "
+                     f"{r['attention_and_small_ops_ms']:19.2f} {r['heads_ms']:11.2f}")
+    return "\n".join(lines)
+
+
+def format_frames(result: dict) -> str:
+    rows = result["systems"]
+    lines = [f"{'system':>30} {'frame ms':>9} {'tok/step':>8}"]
+    for name, r in sorted(rows.items(), key=lambda kv: kv[1]["frame_ms"]):
+        tps = f"{r['tokens_per_step']:8.2f}" if r["tokens_per_step"] else f"{'-':>8}"
+        lines.append(f"{name:>30} {r['frame_ms']:9.2f} {tps}")
+    ratios = result["ratios"]
+    lines.append(f"fastest AR {result['fastest_ar']}, fastest speculative {result['fastest_spec']}: "
+                 f"{ratios['spec_over_ar']:.2f}x" + (f"; fastest official {result['official']}, AR over it "
+                                                     f"{ratios['ar_over_official']:.2f}x" if result["official"] else ""))
+    for name, same in result["identical"].items():
+        lines.append(f"  {name}: speculative frames equal to its AR frames "
+                     + ", ".join(f"N={n} {v}/{result['frames']}" for n, v in same["spec"].items())
+                     + (f"; its AR frames equal to the dense AR's {same['ar_vs_dense']}/{result['frames']}"
+                        if same["ar_vs_dense"] is not None else ""))
+    return "\n".join(lines)
+
+
+def cpu_matrix_flags() -> list[str]:
+    """The CPU's matrix and dot-product extensions that the kernels can use (Linux /proc/cpuinfo; [] elsewhere):
+    AMX tiles (amx_tile, amx_bf16, amx_int8), AVX-512 bfloat16 and VNNI dot products."""
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        return []
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return sorted(f for f in flags if f in ("amx_tile", "amx_bf16", "amx_int8", "avx512_bf16", "avx512_vnni",
+                                            "avx512f", "avx_vnni"))

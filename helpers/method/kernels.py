@@ -1,0 +1,122 @@
+"""How the fused calls (`helpers.method.fused`) multiply by their projections and heads: the weights laid out
+once for one matrix kernel of the CPU.
+
+A kernel turns a weight W [N, K] (out, in; as `nn.Linear` holds it) into a callable x [..., K] -> [..., N]:
+
+- "dense": x @ W^T in the model's dtype, W^T kept contiguous (`FusedCore`'s own layout; any dtype, any device).
+  The exact reference: float64 proves AR == speculative codes with it.
+- "prepacked": bfloat16 weights reordered once into oneDNN's blocked layout (`mkldnn._reorder_linear_weight`,
+  then `mkldnn._linear_pointwise`). Bit-identical to dense bfloat16; the one-row call costs about a third of it,
+  because dense bfloat16 re-lays W on every call. bfloat16 model, CPU.
+- "w8a16": int8 weights with one bfloat16 scale per output channel (symmetric, scale = max|W_n| / 127), bfloat16
+  activations (`aten._weight_int8pack_mm`): the paper's W8A16. bfloat16 model, CPU.
+- "w8a8": int8 weights per output channel and activations quantised per call (fbgemm's dynamic linear,
+  `quantized.linear_dynamic`, float32 in and out). float32 model, CPU.
+
+`effective_weight(linear)` [N, K] is what a kernel actually multiplies by (the weight after its rounding), read
+back through the kernel itself, so tests can set it against the source weight.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import torch
+
+KERNELS = ("dense", "prepacked", "w8a16", "w8a8")
+KERNEL_DTYPES = {"dense": None, "prepacked": torch.bfloat16, "w8a16": torch.bfloat16, "w8a8": torch.float32}
+
+Linear = Callable[[torch.Tensor], torch.Tensor]
+
+
+def check_kernel(kernel: str, dtype: torch.dtype, device: torch.device) -> None:
+    """Fail early where `kernel` cannot run a model of `dtype` on `device`."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel {kernel!r}: must be one of {KERNELS}")
+    wanted = KERNEL_DTYPES[kernel]
+    if wanted is not None and dtype != wanted:
+        raise ValueError(f"kernel {kernel!r} runs a {str(wanted).removeprefix('torch.')} code predictor, "
+                         f"this one is {str(dtype).removeprefix('torch.')}")
+    if kernel != "dense" and torch.device(device).type != "cpu":
+        raise ValueError(f"kernel {kernel!r} is a CPU kernel, the code predictor is on {device}; use 'dense'")
+    if kernel == "prepacked" and not torch.backends.mkldnn.is_available():
+        raise ValueError("kernel 'prepacked' needs oneDNN (torch.backends.mkldnn), which this torch build lacks")
+
+
+def int8_per_channel(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric per-output-channel int8: W [N, K] -> (W_int8 [N, K], scale [N] float32), W ~ W_int8 * scale."""
+    w = weight.detach().float()
+    scale = (w.abs().amax(dim=1) / 127).clamp_min(torch.finfo(torch.float32).tiny)
+    return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8).contiguous(), scale
+
+
+class _Prepacked:
+    def __init__(self, weight: torch.Tensor):
+        self.in_features = weight.shape[1]
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), 1)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
+
+
+class _W8A16:
+    def __init__(self, weight: torch.Tensor):
+        self.in_features = weight.shape[1]
+        if self.in_features % 16:                   # the CPU kernel reads K in blocks of 16 (and crashes otherwise)
+            raise ValueError(f"kernel 'w8a16' needs an input width that is a multiple of 16, got {self.in_features}")
+        self.weight, scale = int8_per_channel(weight)
+        self.scale = scale.to(torch.bfloat16)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.ops.aten._weight_int8pack_mm(x.reshape(-1, x.shape[-1]), self.weight, self.scale)
+        return out.view(*x.shape[:-1], out.shape[-1])
+
+
+class _W8A8:
+    def __init__(self, weight: torch.Tensor):
+        self.in_features = weight.shape[1]
+        w8, scale = int8_per_channel(weight)
+        with warnings.catch_warnings():                 # quantised tensors are deprecated; fbgemm's kernel is not gone
+            warnings.filterwarnings("ignore", message=".*quantize_per_tensor, torch.quantize_per_channel.*")
+            q = torch._make_per_channel_quantized_tensor(w8, scale.double(),
+                                                         torch.zeros_like(scale, dtype=torch.long), 0)
+            self.packed = torch.ops.quantized.linear_prepack(q, None)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.quantized.linear_dynamic(x, self.packed, False)
+
+
+def make_linear(weight: torch.Tensor, kernel: str) -> Linear | torch.Tensor:
+    """W [N, K] laid out for `kernel`: for "dense" the tensor W^T [K, N] (contiguous; `apply` multiplies), else a
+    callable x [..., K] -> [..., N]."""
+    if kernel == "dense":
+        return weight.detach().t().contiguous()
+    check_kernel(kernel, weight.dtype, weight.device)
+    return {"prepacked": _Prepacked, "w8a16": _W8A16, "w8a8": _W8A8}[kernel](weight)
+
+
+def apply(x: torch.Tensor, linear: Linear | torch.Tensor) -> torch.Tensor:
+    """x [..., K] times one laid-out weight -> [..., N] (a dense W^T [K, N] by matmul, else the kernel's call)."""
+    return torch.matmul(x, linear) if isinstance(linear, torch.Tensor) else linear(x)
+
+
+def apply_each(x: torch.Tensor, linears: list[Linear] | torch.Tensor) -> torch.Tensor:
+    """x [J, r, K] times J laid-out weights, row j by weight j -> [J, r, N] (dense [J, K, N]: one bmm)."""
+    if isinstance(linears, torch.Tensor):
+        return torch.bmm(x, linears)
+    return torch.stack([f(x[j]) for j, f in enumerate(linears)])
+
+
+def in_features(linear: Linear | torch.Tensor) -> int:
+    """K of a laid-out linear (a dense W^T [K, N], or a kernel's)."""
+    return linear.shape[0] if isinstance(linear, torch.Tensor) else linear.in_features
+
+
+def effective_weight(linear: Linear | torch.Tensor) -> torch.Tensor:
+    """The weight [N, K] a laid-out linear multiplies by, read back through it (identity rows in): a one-hot row
+    picks one input column exactly, so this is the kernel's rounded copy of the source weight."""
+    if isinstance(linear, torch.Tensor):
+        return linear.t()
+    dtype = torch.float32 if isinstance(linear, _W8A8) else torch.bfloat16
+    return linear(torch.eye(in_features(linear), dtype=dtype)).t()

@@ -1,0 +1,108 @@
+"""Figure 4 for a CPU: each deployment's verify overhead beside the paper's three devices, and the speedup it
+would give.
+
+The paper profiles only the verify overhead per device; acceptance does not depend on the device (its Sec. 3.4). So
+the projected speedup at N is tokens/step(N) / (1 + overhead(N)), with two numerators, each labelled:
+- the paper's tokens/step (its Figure 4 ceiling at N = 16, 32, 64, interpolated linearly in log N between them and
+  extended to N = 15; no value outside 15..64);
+- the miniature's own (the run's calibrated expected tokens/step per N), where given.
+
+Input: `measure.deployments.call_grid`'s dict ({deployment: {"ar_ms", "by_n": {N: {"overhead", ...}}}}).
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+
+from helpers.report.paper import PAPER
+from helpers.report.paper_figures import paper_figure4
+
+PAPER_DEVICE_NAMES = {"iphone_17_pro_max": "iPhone 17 Pro Max (ANE, W8A16)", "macbook_m3_pro": "MacBook M3 Pro (ANE, W8A16)",
+                      "iphone_12": "iPhone 12 (ANE, W8A16)"}
+
+
+def paper_tokens_per_step(n: int) -> float | None:
+    """The paper's tokens/step at tree size N: its ceiling points, log-linear between them, None outside 15..64."""
+    points = sorted((int(k), float(v)) for k, v in PAPER["figure4_latency"]["acceptance_ceiling"].items())
+    if not points[0][0] - 1 <= n <= points[-1][0]:
+        return None
+    for (n0, v0), (n1, v1) in zip(points, points[1:]):
+        if n <= n1 or (n1, v1) == points[-1]:
+            return v0 + (v1 - v0) * (math.log(n) - math.log(n0)) / (math.log(n1) - math.log(n0))
+    return None
+
+
+def deployments_of(grid: dict) -> dict[str, dict]:
+    return {k: v for k, v in grid.items() if isinstance(v, dict) and "by_n" in v}
+
+
+def projected(grid: dict, tokens_per_step: dict[int, float] | None = None) -> dict:
+    """Per deployment: {"ar_ms", "by_n": {N: {"q", "call_ms", "overhead", "paper_speedup", "mini_speedup"}},
+    "best_n" (by paper_speedup, else mini_speedup), "best_speedup"} (speedups None where no numerator)."""
+    out = {}
+    for name, d in deployments_of(grid).items():
+        rows = {}
+        for n, r in d["by_n"].items():
+            n = int(n)
+            paper, mini = paper_tokens_per_step(n), (tokens_per_step or {}).get(n)
+            rows[n] = {**r, "paper_speedup": paper / (1 + r["overhead"]) if paper else None,
+                       "mini_speedup": mini / (1 + r["overhead"]) if mini else None}
+        key = "paper_speedup" if any(r["paper_speedup"] for r in rows.values()) else "mini_speedup"
+        scored = [n for n in rows if rows[n][key]]
+        best = max(scored, key=lambda n: rows[n][key]) if scored else None
+        out[name] = {"ar_ms": d["ar_ms"], "by_n": rows, "best_n": best, "best_by": key,
+                     "best_speedup": rows[best][key] if best else None}
+    return out
+
+
+def figure4_rows(grid: dict, device: str, tokens_per_step: dict[int, float] | None = None) -> list[dict]:
+    """Figure 4 as a table: the paper's devices (as reported), then each deployment on `device`: AR call ms, overhead
+    at N = 15/16 and 31/32, projected speedup at N = 32 and at its best N (paper tokens/step)."""
+    paper = paper_figure4(PAPER["figure4_latency"])
+    rows = []
+    for key, d in PAPER["figure4_latency"]["devices"].items():
+        dev = paper["devices"][key]
+        over = {**dev["derived"], **dev["overhead"]}
+        best = max(dev["speedup"], key=dev["speedup"].get)
+        rows.append({"device": PAPER_DEVICE_NAMES.get(key, key), "AR call ms": d["ar_call_ms"],
+                     "overhead N=16": _fmt(over.get(16)), "overhead N=32": _fmt(over.get(32)),
+                     "speedup N=32": _fmt(dev["speedup"].get(32), "x"),
+                     "best N (speedup)": f"{best} ({dev['speedup'][best]:.2f}x)", "source": "paper"})
+    for name, d in projected(grid, tokens_per_step).items():
+        r = d["by_n"]
+        rows.append({"device": f"{device}: {name}", "AR call ms": round(d["ar_ms"], 2),
+                     "overhead N=16": _fmt(_at(r, 15, 16, "overhead")), "overhead N=32": _fmt(_at(r, 31, 32, "overhead")),
+                     "speedup N=32": _fmt(_at(r, 32, 31, "paper_speedup"), "x"),
+                     "best N (speedup)": f"{d['best_n']} ({d['best_speedup']:.2f}x)" if d["best_n"] else "-",
+                     "source": "measured overhead x paper tokens/step"})
+    return rows
+
+
+def _at(rows: dict, n: int, alt: int, key: str):
+    r = rows.get(n) or rows.get(alt)
+    return r[key] if r else None
+
+
+def _fmt(x, unit: str = "") -> str:
+    return "-" if x is None else f"{x:.2f}{unit}" if unit else f"{x:+.3f}"
+
+
+def overhead_figure(grid: dict, device: str):
+    """1 + overhead against q = N + 1 (log-log) for every deployment on `device`, the paper's devices as points."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for i, (name, d) in enumerate(deployments_of(grid).items()):
+        ns = sorted(int(n) for n in d["by_n"])
+        ax.plot([1] + [n + 1 for n in ns], [1.0] + [1 + d["by_n"][n]["overhead"] for n in ns], marker="o",
+                ms=3, color=f"C{i}", label=f"{name} (AR call {d['ar_ms']:.1f} ms)")
+    paper = paper_figure4(PAPER["figure4_latency"])
+    for j, (key, dev) in enumerate(paper["devices"].items()):
+        over = {**dev["derived"], **dev["overhead"]}
+        ax.scatter([n + 1 for n in over], [1 + o for o in over.values()], marker="*", s=90, color=f"C{7 + j % 3}",
+                   zorder=3, label=f"paper: {PAPER_DEVICE_NAMES.get(key, key)}")
+    ax.set(xscale="log", yscale="log", xlabel="query length q = N + 1", ylabel="call cost / AR call (1 + overhead)",
+           title=f"Figure 4, {device}: what a verify call of q tokens costs")
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig
