@@ -66,6 +66,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--real-rounds", type=int, default=40,
                     help="rounds of the 0.6B-shape grid (0: skip it; every deployment and N once a round)")
     ap.add_argument("--real-out", default="outputs/bench/cpu_0.6b.json")
+    ap.add_argument("--real-only", action="store_true", help="only the 0.6B-shape grid (no miniature needed)")
     ap.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="a parameter over the params file (as for python -m helpers), e.g. -p cache_dir=...")
     ap.add_argument("--out", default="outputs/bench/latency_mini_cpu.json")
@@ -74,6 +75,8 @@ def main(argv=None) -> dict:
         ap.error(f"--compiled-sizes {args.compiled_sizes}: each must be one of {list(SIZES)}")
     overrides = dict(parse_override(o) for o in args.overrides)
     torch.set_num_threads(args.threads)
+    if args.real_only:
+        return {"real": real_shape(args.real_rounds or 40, args.real_out)}
     start = time.perf_counter()
     print("loading the miniature, its trained drafters and calibration (built and cached if absent) ...", flush=True)
     predictor, drafter, trees, table, g, c0 = mini_setup(args.params, frames=args.frames, overrides=overrides)
@@ -101,12 +104,7 @@ def main(argv=None) -> dict:
     print(format_phases(data["deployments"]["phases"]))
     save_json(args.out, data)
     if args.real_rounds:
-        print(f"Figure 4 at the 0.6B shape, every deployment, {args.real_rounds} rounds (minutes) ...", flush=True)
-        real = real_shape_grid(rounds=args.real_rounds)
-        real["environment"] = {**environment(), "cpu_flags": cpu_matrix_flags()}
-        print(format_grid(real))
-        print(format_phases(real["phases"]))
-        print(f"saved {save_json(args.real_out, real)}")
+        data["real"] = real_shape(args.real_rounds, args.real_out)
     data["side_by_side"], data["compiled_profile"] = compiled_comparison(
         predictor, drafter, {n: trees[n] for n in args.compiled_sizes}, g[:args.side_frames], c0[:args.side_frames],
         args.compile, args.seed)
@@ -117,6 +115,19 @@ def main(argv=None) -> dict:
         raise SystemExit(f"compiled codes differ from the eager AR codes: see {saved}")
     print(f"saved {saved} ({data['seconds']:.0f} s)")
     return data
+
+
+def real_shape(rounds: int, out: str) -> dict:
+    """Figure 4 for this CPU at the 0.6B shape (`measure.deployments.real_shape_grid`), printed and saved to `out`."""
+    print(f"Figure 4 at the 0.6B shape, every deployment, {rounds} rounds (minutes) ...", flush=True)
+    start = time.perf_counter()
+    real = real_shape_grid(rounds=rounds)
+    real["environment"] = {**environment(), "cpu_flags": cpu_matrix_flags()}
+    real["seconds"] = time.perf_counter() - start
+    print(format_grid(real))
+    print(format_phases(real["phases"]))
+    print(f"saved {save_json(out, real)}")
+    return real
 
 
 def compiled_comparison(predictor, drafter, trees, g, c0, compile: str = "inductor", seed: int = 0,

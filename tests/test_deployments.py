@@ -1,0 +1,117 @@
+"""Deployments side by side (`measure.deployments`) and Figure 4 for a CPU (`report.cpu_figure4`): what make bench and
+notebook 06 time and how the table beside the paper's devices is made of it."""
+
+import math
+
+import pytest
+import torch
+
+from drafting import TREES
+from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
+from helpers.measure.deployments import (DEPLOYMENTS, call_grid, call_phases, cpu_matrix_flags, deployed,
+                                         deployment_frames, format_frames, format_grid, format_phases)
+from helpers.method.drafters import make_drafter
+from helpers.method.fused import shared_core
+from helpers.method.predictor import CodePredictor
+from helpers.method.sampling import frame_uniforms
+from helpers.report.cpu_figure4 import figure4_rows, paper_tokens_per_step, projected
+
+SPEC = TinyTalkerSpec(hidden_size=32, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=32,
+                      talker_hidden_size=32)
+
+
+@pytest.fixture(scope="module")
+def talker():
+    return build_tiny_talker(SPEC, seed=0, dtype=torch.float32)
+
+
+def test_deployments_share_one_copy_per_dtype_and_carry_the_trained_drafter(talker):
+    base = CodePredictor.from_talker(talker)
+    trained = make_drafter("offsets", base, 3)
+    with torch.no_grad():
+        trained.offsets.add_(1.0)
+    before = {k: v.clone() for k, v in talker.state_dict().items()}
+    systems = deployed(talker, trained, 3)
+    for predictor, _ in systems.values():
+        shared_core(predictor)                                     # every kernel lays its weights out
+    assert list(systems) == list(DEPLOYMENTS)
+    for name, (predictor, drafter) in systems.items():
+        dtype, kernel = DEPLOYMENTS[name]
+        assert (predictor.dtype, predictor.kernel) == (dtype, kernel)
+        assert torch.equal(drafter.offsets.float(), trained.offsets.float())
+    assert systems["bfloat16"][0].official is systems["w8a16"][0].official          # kernels of a dtype share it
+    assert all(torch.equal(v, before[k]) for k, v in talker.state_dict().items())   # the talker is never changed
+    with pytest.raises(ValueError, match=r"deployments \['int4'\]: each must be one of"):
+        deployed(talker, "reused", names=["int4"])
+
+
+def test_the_call_grid_times_every_deployment_and_size_and_the_dense_ones_compiled(talker):
+    systems = deployed(talker, "reused", names=["float32", "w8a8"])
+    trees = {4: TREES["sparse4"], 16: TREES["sparse16"]}
+    grid = call_grid(systems, trees, warmup=1, rounds=3, compiled_sizes=(4,))
+    assert set(k for k in grid if isinstance(grid[k], dict)) == {"float32", "w8a8", "float32+inductor"}
+    for name in ("float32", "w8a8"):
+        rows = grid[name]["by_n"]
+        assert set(rows) == {4, 16} and rows[16]["q"] == 17
+        assert all(math.isclose(r["overhead"], r["call_ms"] / grid[name]["ar_ms"] - 1) for r in rows.values())
+    assert set(grid["float32+inductor"]["by_n"]) == {4} and grid["float32+inductor"]["compile_s"] > 0
+    assert "float32+inductor" in format_grid(grid) and grid["rounds"] == 3
+
+
+def test_whole_frames_of_every_deployment_count_tokens_and_identical_frames(talker):
+    systems = deployed(talker, "reused", names=["float32", "bfloat16", "bfloat16-prepacked"])
+    frames = 4
+    g, c0 = random_frame_inputs(SPEC.talker_hidden_size, SPEC.talker_vocab_size, frames,
+                                torch.Generator().manual_seed(0), torch.float32)
+    u = frame_uniforms(torch.Generator().manual_seed(1), batch=frames)
+    out = deployment_frames(systems, {4: TREES["sparse4"]}, g, c0, u, warmup_frames=1)
+    assert set(out["systems"]) == {"official@float32", "official@bfloat16", "ar@float32", "spec4@float32",
+                                   "ar@bfloat16", "spec4@bfloat16", "ar@bfloat16-prepacked", "spec4@bfloat16-prepacked"}
+    assert out["systems"]["ar@float32"]["tokens_per_step"] == 1.0
+    assert 1.0 < out["systems"]["spec4@float32"]["tokens_per_step"] <= 4.0
+    # prepacked bfloat16 multiplies by the same bfloat16 weights: its AR frames are the dense bfloat16 ones
+    assert out["identical"]["bfloat16-prepacked"]["ar_vs_dense"] == frames
+    assert all(0 <= v <= frames for same in out["identical"].values() for v in same["spec"].values())
+    fastest = out["fastest_spec"]
+    assert out["ratios"]["spec_over_ar"] == pytest.approx(out["systems"][out["fastest_ar"]]["frame_ms"]
+                                                          / out["systems"][fastest]["frame_ms"])
+    assert fastest in format_frames(out)
+
+
+def test_a_calls_phases_add_up(talker):
+    predictor, drafter = deployed(talker, "reused", names=["w8a8"])["w8a8"]
+    phases = call_phases(predictor, drafter, {16: TREES["sparse16"]}, warmup=1, rounds=3)
+    assert set(phases) == {0, 16} and phases[16]["q"] == 17
+    for r in phases.values():
+        assert r["projections_ms"] > 0 and r["heads_ms"] > 0
+        assert r["call_ms"] == pytest.approx(r["projections_ms"] + r["attention_and_small_ops_ms"] + r["heads_ms"])
+    assert "projections" in format_phases({"deployment": "w8a8", "by_n": phases})
+
+
+def test_cpu_flags_are_matrix_extensions_only():
+    flags = cpu_matrix_flags()
+    assert set(flags) <= {"amx_tile", "amx_bf16", "amx_int8", "avx512_bf16", "avx512_vnni", "avx512f", "avx_vnni"}
+
+
+def test_the_papers_tokens_per_step_between_its_points_and_nowhere_else():
+    assert paper_tokens_per_step(16) == pytest.approx(2.25) and paper_tokens_per_step(32) == pytest.approx(2.47)
+    assert paper_tokens_per_step(64) == pytest.approx(2.60)
+    assert 2.25 < paper_tokens_per_step(24) < 2.47 and 2.47 < paper_tokens_per_step(47) < 2.60
+    assert 2.2 < paper_tokens_per_step(15) < 2.25                           # extended one step below 16
+    assert paper_tokens_per_step(8) is None and paper_tokens_per_step(65) is None
+
+
+def test_projected_speedup_and_the_table_beside_the_papers_devices():
+    grid = {"rounds": 3, "w8a8": {"ar_ms": 6.0, "by_n": {15: {"q": 16, "call_ms": 12.0, "overhead": 1.0},
+                                                          31: {"q": 32, "call_ms": 18.0, "overhead": 2.0},
+                                                          4: {"q": 5, "call_ms": 7.0, "overhead": 1 / 6}}}}
+    proj = projected(grid, tokens_per_step={4: 1.5, 15: 1.9})
+    rows = proj["w8a8"]["by_n"]
+    assert rows[31]["paper_speedup"] == pytest.approx(paper_tokens_per_step(31) / 3.0)
+    assert rows[4]["paper_speedup"] is None and rows[4]["mini_speedup"] == pytest.approx(1.5 / (7 / 6))
+    assert proj["w8a8"]["best_n"] == 15 and proj["w8a8"]["best_by"] == "paper_speedup"
+    table = figure4_rows(grid, "this CPU")
+    assert [r["source"] for r in table] == ["paper"] * 3 + ["measured overhead x paper tokens/step"]
+    m3 = next(r for r in table if r["device"].startswith("MacBook M3 Pro"))
+    assert m3["overhead N=32"] == "+0.136" and m3["speedup N=32"] == "2.13x"
+    assert table[-1]["overhead N=16"] == "+1.000" and table[-1]["overhead N=32"] == "+2.000"
