@@ -115,3 +115,19 @@ def test_projected_speedup_and_the_table_beside_the_papers_devices():
     m3 = next(r for r in table if r["device"].startswith("MacBook M3 Pro"))
     assert m3["overhead N=32"] == "+0.136" and m3["speedup N=32"] == "2.13x"
     assert table[-1]["overhead N=16"] == "+1.000" and table[-1]["overhead N=32"] == "+2.000"
+
+
+def test_report_sections_from_the_metrics_notebook_06_writes():
+    from helpers.report.cpu_figure4 import report_lines
+    grid = {"w8a8": {"ar_ms": 6.0, "by_n": {"15": {"q": 16, "call_ms": 12.0, "overhead": 1.0},
+                                            "31": {"q": 32, "call_ms": 18.0, "overhead": 2.0}}}}
+    proj = projected(grid)
+    phases = {"deployment": "w8a8", "by_n": {"15": {"q": 16, "call_ms": 12.0, "projections_ms": 7.0,
+                                                    "attention_and_small_ops_ms": 3.0, "heads_ms": 2.0}}}
+    m = {"figure4_cpu": {"source": "outputs/bench/cpu_0.6b.json", "environment": {"threads": 1, "torch": "2.x",
+                                                                                  "cpu_flags": ["avx512_bf16"]},
+                         "grid": grid, "projected": proj, "phases": phases, "best": "w8a8"}}
+    text = "\n".join(report_lines(m))
+    assert "## Figure 4 for this CPU, at the 0.6B shape" in text and "MacBook M3 Pro" in text
+    assert f"Best: w8a8 at N = 15, {paper_tokens_per_step(15) / 2:.2f}x" in text and "avx512_bf16" in text
+    assert "projections 7.00" in text and report_lines({}) == []

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 
 from helpers.report.paper import PAPER
 from helpers.report.paper_figures import paper_figure4
+from helpers.report.tables import markdown
 
 PAPER_DEVICE_NAMES = {"iphone_17_pro_max": "iPhone 17 Pro Max (ANE, W8A16)", "macbook_m3_pro": "MacBook M3 Pro (ANE, W8A16)",
                       "iphone_12": "iPhone 12 (ANE, W8A16)"}
@@ -106,3 +107,37 @@ def overhead_figure(grid: dict, device: str):
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
+
+
+def report_lines(m: dict) -> list[str]:
+    """report.md's sections from metrics: "figure4_cpu" (Figure 4 for this CPU beside the paper's devices) and
+    "deployments" (the miniature's whole frames per deployment)."""
+    out = []
+    f4 = m.get("figure4_cpu")
+    if f4:
+        env = f4.get("environment") or {}
+        flags = env.get("cpu_flags") or []
+        best = f4["projected"][f4["best"]]
+        out += ["## Figure 4 for this CPU, at the 0.6B shape", "",
+                markdown(figure4_rows(f4["grid"], "this CPU")), "",
+                f"Measured by `make bench` ({f4['source']}; {env.get('threads')} thread, torch {env.get('torch')}; "
+                f"matrix extensions: {', '.join(flags) or 'none found'}): p50 of the fused call (drafts, attention and "
+                f"heads included) at the exact shape of the 0.6B code predictor, random weights. Speedup: the paper's "
+                f"tokens/step / (1 + overhead), since acceptance does not depend on the device (the paper's Sec. 3.4). "
+                f"Best: {f4['best']} at N = {best['best_n']}, {best['best_speedup']:.2f}x.", ""]
+        out += ["Where the call's time goes (" + f4["phases"]["deployment"] + ", p50 ms): "
+                + "; ".join(f"N = {n}: call {r['call_ms']:.2f}, projections {r['projections_ms']:.2f}, attention and "
+                            f"small ops {r['attention_and_small_ops_ms']:.2f}, heads and top-k {r['heads_ms']:.2f}"
+                            for n, r in f4["phases"]["by_n"].items()) + ".", ""]
+    dep = m.get("deployments")
+    if dep:
+        fr = dep["frames"]
+        rows = [{"system": k, "frame ms": round(v["frame_ms"], 3), "tokens/step": v["tokens_per_step"]}
+                for k, v in sorted(fr["systems"].items(), key=lambda kv: kv[1]["frame_ms"])]
+        out += [f"## The miniature in every deployment ({dep['device']})", "", markdown(rows), "",
+                f"Fastest AR loop {fr['fastest_ar']}, fastest speculative loop {fr['fastest_spec']}: "
+                f"{fr['ratios']['spec_over_ar']:.2f}x; fastest official generate {fr['official']}. Speculative frames "
+                f"equal to the same deployment's AR frames: "
+                + "; ".join(f"{name} " + ", ".join(f"N={n} {v}/{fr['frames']}" for n, v in same["spec"].items())
+                            for name, same in fr["identical"].items()) + ".", ""]
+    return out
