@@ -12,3 +12,10 @@ Folders by layer, imports running downward only (tests/test_architecture.py chec
 
 `python -m helpers PARAMS` runs the notebook sequence (helpers.experiment.runner).
 """
+
+import os as _os
+
+if _os.environ.get("RVQ_PROGRESS_LOG"):      # under the runner: bars and build notes to its log, not the notebook
+    from helpers.experiment.quiet import route_progress as _route
+
+    _route(_os.environ["RVQ_PROGRESS_LOG"])

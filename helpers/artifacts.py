@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -86,7 +87,21 @@ def step_cached(root, name: str, params: Any) -> bool:
     return (step_folder(root, name, params) / "params.json").exists()
 
 
-def cached_step(root, name: str, params: Any, build: Callable[[Path], None], log: Callable[[str], None] = print) -> Path:
+_NOTES: dict = {"sink": None}
+
+
+def note(line: str) -> None:
+    """A build step's status line ("speech: cached (...)"): printed, or appended to the sink `set_note_sink` named
+    (under the runner: the notebook's log, shown as its progress line, not kept in the notebook)."""
+    print(line, file=_NOTES["sink"] or sys.stdout, flush=True)
+
+
+def set_note_sink(stream) -> None:
+    """Where `note` writes from now on (None: stdout)."""
+    _NOTES["sink"] = stream
+
+
+def cached_step(root, name: str, params: Any, build: Callable[[Path], None], log: Callable[[str], None] = note) -> Path:
     """The folder `<root>/<name>-<key(params)>`, built by build(tmp_folder) unless it already exists.
 
     The folder also records how long its build took (`build.json`: seconds, see `build_seconds`)."""

@@ -125,3 +125,17 @@ def test_a_failing_notebook_is_named_with_its_partial_output(smoke_run, tmp_path
     assert result.returncode == 1
     assert "notebook 01_data_and_teacher_forcing.ipynb failed in cell" in result.stderr
     assert (out / "broken" / "01_data_and_teacher_forcing.ipynb").exists()
+
+
+def test_the_executed_notebooks_hold_no_bars_banners_machine_paths_or_dumps(smoke_run):
+    """Progress bars and build notes go to the runner's log, the known banners are silenced, no output shows the
+    project's, the environment's or the run's absolute path, none is longer than a screen, every figure is captioned."""
+    from helpers.experiment.notebook_check import output_problems
+    out, result = smoke_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    machine = [REPO_ROOT, sys.prefix, out]
+    problems = []
+    for path in sorted((out / "smoke").glob("*.ipynb")):
+        found = output_problems(nbformat.read(path, as_version=4), machine, parameter_paths=[REPO_ROOT, sys.prefix])
+        problems += [f"{path.name} {p}" for p in found]
+    assert problems == [], "\n".join(problems)

@@ -48,6 +48,8 @@ def _one_thread() -> None:
     for name in THREAD_VARIABLES:
         os.environ[name] = "1"
     sys.stdout = open(os.devnull, "w")
+    from helpers.experiment.quiet import silence_banners
+    silence_banners()                          # the libraries' known import banners (SoX, flash-attn)
     import torch
     torch.set_num_threads(1)
 

@@ -95,6 +95,7 @@ def _scores(b: Backend, group: list[Sample], audio: list, row: dict, name: str, 
     if b.has_phoneme_asr(lang):
         refs, hyps = b.reference_phonemes(group), b.recognise_phonemes(audio)
         row[f"per_{name}"].append(b.phoneme_error_rate(refs, hyps))
+        row[f"per_{name}_utterances"].append([b.phoneme_error_rate([r], [h]) for r, h in zip(refs, hyps)])  # paired tests
         if first:
             row["phonemes"].append({"system": name, "ref": " ".join(refs[0]), "hyp": " ".join(hyps[0])})
     if b.has_asr(lang) and (first or not wer_first_only(b, lang)):
@@ -165,7 +166,8 @@ def quality_job(P: RunParams, job: QualityJob) -> dict:
         with watch("decode"):
             audio = [b.decode(r.codes) for r in runs]
         out["decoded"] = sum(len(r.codes) for r in runs)
-        out["row"] = {f"per_{job.system}": [], f"wer_{job.system}": [], "phonemes": [], "transcripts": []}
+        out["row"] = {f"per_{job.system}": [], f"per_{job.system}_utterances": [], f"wer_{job.system}": [],
+                      "phonemes": [], "transcripts": []}
         with watch("scoring"):
             _scores(b, group, audio, out["row"], job.system, job.seed_index == 0)
     out["seconds"] = watch.to_dict()
@@ -177,7 +179,8 @@ def quality(P: RunParams) -> dict:
     independent random streams (`quality_seeds`; same-seed identity is the evaluation stage's):
 
     {"languages": {lang: {"per_gt", "per_codec": PER of the original audio and of the ground-truth codes decoded,
-                          "per_ar", "per_spec": [per seed], "wer_codec", "wer_ar", "wer_spec": the same in WER where
+                          "per_ar", "per_spec": [per seed], "per_ar_utterances", "per_spec_utterances": [per seed]
+                          [per utterance] (paired tests), "wer_codec", "wer_ar", "wer_spec": the same in WER where
                           there is an ASR (None / [] elsewhere; the first seed only where PER scores the
                           language, `wer_first_only`), "frames_ar", "frames_spec", "parity_p": this
                           language's adjusted p, "phonemes", "transcripts": the first seed's}},
@@ -212,6 +215,7 @@ def quality(P: RunParams) -> dict:
                 codes[job.system].setdefault(job.lang, []).extend(part["codes"])
         for lang in langs:
             row = {f"{m}_{n}": [] for m in ("per", "wer") for n in ("ar", "spec")}
+            row.update({f"per_{n}_utterances": [] for n in ("ar", "spec")})
             row.update(phonemes=[], transcripts=[], **done[QualityJob(lang, "reference")]["row"])
             for job in (j for j in jobs if j.lang == lang and j.system != "reference"):
                 for key, values in done[job]["row"].items():

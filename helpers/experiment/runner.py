@@ -1,11 +1,13 @@
 """The runner: every notebook in order with papermill, into `outputs/<run name>/`.
 
-    python -m helpers params/mini.yaml [--only 03] [--from 02] [-p seed=1 -p tree_size=16]
+    python -m helpers params/mini.yaml [--only 03] [--from 02] [--build] [-p seed=1 -p tree_size=16]
 
-Parameters are validated before any notebook runs. Each notebook gets `params_file` and the `-p`
+Parameters are validated before any notebook runs. On the mini backend the miniature is built (or found in the
+cache) first, as its own step (`helpers.experiment.miniature`; `--build`: only that step). Each notebook gets `params_file` and the `-p`
 overrides (it loads and checks the rest itself: `helpers.experiment.params.notebook_params`), so a notebook run
 alone with the papermill CLI behaves exactly as it does here. One line per notebook with its time, and while
-it runs its latest output line (build steps, progress bars: `progress.ProgressLine`); the first failure names the notebook, the error and the partially executed copy, and exits non-zero.
+it runs its latest output line (build steps, progress bars: `progress.ProgressLine`; the kernel writes bars and build
+notes to the notebook's log, `quiet.route_progress`, so the executed notebook holds none); the first failure names the notebook, the error and the partially executed copy, and exits non-zero.
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import subprocess
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from helpers.experiment.metrics import run_info, update_metrics
-from helpers.experiment.progress import ProgressLine
+from helpers.experiment.progress import LogTail, ProgressLine
 from helpers.experiment.params import REPO_ROOT, ParamsError, load_params, parse_override
+from helpers.experiment.quiet import PROGRESS_ENV
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 
@@ -46,7 +50,7 @@ def stderr_to(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stderr.flush()
     saved = os.dup(2)
-    with open(path, "w") as f:
+    with open(path, "a") as f:                   # appended: the kernel appends its progress to the same file
         os.dup2(f.fileno(), 2)
         try:
             yield
@@ -56,11 +60,51 @@ def stderr_to(path: Path):
             os.close(saved)
 
 
+@contextmanager
+def environment(name: str, value: str):
+    """os.environ[name] = value inside the block (the kernel started there inherits it), restored after."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
+def shown(path: Path) -> str:
+    """A path relative to the project where it lies inside it (what a notebook's parameters cell shows)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
+def build_miniature(params_file: str, overrides: list[str], log: Path, every: float) -> int:
+    """The miniature's build step in its own process, its output on one progress line and in `log`; its exit code."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    line = ProgressLine("miniature ...", every=every)
+    start = time.time()
+    command = [sys.executable, "-m", "helpers.experiment.miniature", params_file]
+    command += [a for o in overrides for a in ("-p", o)]
+    with open(log, "w") as f:
+        child = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        while chunk := os.read(child.stdout.fileno(), 65536):
+            text = chunk.decode("utf-8", errors="replace")
+            f.write(text)
+            f.flush()
+            line.write(text)
+        code = child.wait()
+    line.close(f"ok ({time.time() - start:.0f} s)" if code == 0 else f"FAILED (exit code {code}; log: {log})")
+    return code
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m helpers", description=__doc__.splitlines()[0])
     ap.add_argument("params", help="a YAML file in params/ (smoke, mini, qwen3-tts-0.6b, ...)")
     ap.add_argument("--only", help="run only notebook NN")
     ap.add_argument("--from", dest="start", help="run notebooks NN and after")
+    ap.add_argument("--build", action="store_true", help="only build the miniature (mini backend), no notebook")
     ap.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="override a parameter (value parsed as YAML), repeatable")
     args = ap.parse_args(argv)
@@ -82,18 +126,25 @@ def main(argv=None) -> int:
     logging.getLogger("papermill").setLevel(logging.ERROR)   # not "Passed unknown parameter" per notebook
 
     out = P.run_dir.resolve()
+    every = float(os.environ.get("RVQ_PROGRESS_SECONDS", "20"))     # how often a non-terminal log shows progress
+    total = time.time()
+    if P.backend == "mini" and build_miniature(shown(params_file), args.overrides, out / "logs" / "miniature.log",
+                                               every) != 0:
+        return 1
+    if args.build:
+        return 0
     update_metrics(P, {"run": run_info(P)})
     print(f"run {P.run_name}: {len(todo)} notebook(s) -> {out}")
-    params = {"params_file": str(params_file), **overrides}
-    total = time.time()
-    every = float(os.environ.get("RVQ_PROGRESS_SECONDS", "20"))     # how often a non-terminal log shows progress
+    params = {"params_file": shown(params_file), **overrides}
     for i, nb in enumerate(todo, 1):
         target = out / nb.name
         line = ProgressLine(f"[{i}/{len(todo)}] {nb.stem} ...", every=every)
         start = time.time()
         log = out / "logs" / f"{nb.stem}.log"
         try:
-            with stderr_to(log):
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text("")
+            with stderr_to(log), environment(PROGRESS_ENV, str(log)), LogTail(log, line):
                 pm.execute_notebook(str(nb), str(target), parameters=params, cwd=str(REPO_ROOT), progress_bar=False,
                                     kernel_name="python3", stdout_file=line, stderr_file=line)
         except pm.PapermillExecutionError as e:

@@ -1,7 +1,7 @@
 """A notebook's first line after its `parameters` cell: `P, out = setup(globals())`.
 
 `P` is the validated RunParams (the parameters cell's values over the params file; the working directory is
-then the repository root); `out` writes this run's outputs: `out.figure(fig, name)` (figures/<name>.png),
+then the repository root); `out` writes this run's outputs: `out.figure(fig, name, caption)` (figures/<name>.png, shown with its caption),
 `out.table(rows, name)` (tables/<name>.csv and .md; returns the Markdown) and `out.metrics(section)`
 (merged into metrics.json).
 """
@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.experiment.metrics import update_metrics
-from helpers.experiment.params import RunParams, notebook_params
+from helpers.experiment.params import REPO_ROOT, RunParams, notebook_params
+from helpers.experiment.quiet import silence_banners
+from helpers.experiment.notebook_check import CAPTION
 from helpers.report.plots import save as save_figure
 from helpers.report.tables import write_table
 
@@ -31,8 +33,15 @@ class RunOutputs:
     def tables(self) -> Path:
         return self.P.run_dir / "tables"
 
-    def figure(self, fig, name: str) -> Path:
-        return save_figure(fig, self.figures, name)
+    def figure(self, fig, name: str, caption: str | None = None) -> None:
+        """Save figures/<name>.png, show it, then its caption (what to look at) as "*Figure <name>.* caption"."""
+        import matplotlib.pyplot as plt
+        from IPython.display import Markdown, display
+        save_figure(fig, self.figures, name)
+        display(fig)
+        plt.close(fig)
+        if caption:
+            display(Markdown(f"{CAPTION} {name}.* {caption}"))
 
     def table(self, rows: list[dict], name: str) -> str:
         return write_table(rows, self.tables / name)
@@ -41,8 +50,21 @@ class RunOutputs:
         return update_metrics(self.P, section)
 
 
+def shown_path(path, P: RunParams) -> str:
+    """A path as a notebook shows it: relative to the project, or to the run's output / cache folder where it lies
+    outside the project (never the machine's absolute path)."""
+    path = Path(path).resolve()
+    for root, name in ((P.cache_dir, "<cache_dir>"), (P.output_dir, "<output_dir>")):
+        root = Path(root).resolve()
+        if path.is_relative_to(root) and not root.is_relative_to(REPO_ROOT):
+            return "/".join((name, *path.relative_to(root).parts))
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else path.name
+
+
 def setup(namespace: dict) -> tuple[RunParams, RunOutputs]:
-    """Validate the notebook's parameters (`namespace`: its globals()) and say where its outputs go."""
+    """Validate the notebook's parameters (`namespace`: its globals()), silence the libraries' known banners
+    (`helpers.experiment.quiet`) and say where the outputs go."""
+    silence_banners()
     P = notebook_params(namespace)
-    print(f"run {P.run_name!r}: backend {P.backend}, outputs in {P.run_dir}/")
+    print(f"run {P.run_name!r}: backend {P.backend}, outputs in {shown_path(P.run_dir, P)}/")
     return P, RunOutputs(P)

@@ -81,18 +81,22 @@ def attention_mask(tree: SparseTree, title: str = ""):
 
 def tokens_vs_tree_size(expected: dict[str, dict[int, float]], measured: dict[str, dict[int, float]] | None = None):
     """Tokens per call vs tree size N: expected from the calibration table (dashed), measured (solid)."""
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = plt.subplots(figsize=(7.5, 3.5))
+    markers, count = "osD^vP", len(expected)
     for i, (name, by_n) in enumerate(expected.items()):
         ns = sorted(by_n)
         ax.plot(ns, [by_n[n] for n in ns], ls="--", color=f"C{i}", label=f"{name} expected")
         if measured and name in measured:
             mn = sorted(measured[name])
-            ax.plot(mn, [measured[name][n] for n in mn], marker="o", color=f"C{i}", label=f"{name} measured")
+            shift = 1 + 0.06 * (i - (count - 1) / 2)          # side by side on the log axis: none hides another
+            ax.plot([n * shift for n in mn], [measured[name][n] for n in mn], marker=markers[i % len(markers)],
+                    mfc="none", color=f"C{i}", label=f"{name} measured")
     ax.set(xscale="log", xlabel="tree size N", ylabel="tokens per call", title="Tokens/step vs tree size")
     ax.set_xticks(sorted(next(iter(expected.values()))), labels=[str(n) for n in sorted(next(iter(expected.values())))])
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.axhline(1.0, color="0.5", lw=0.8)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
     return fig
 
 
@@ -173,7 +177,7 @@ def translation_constancy(diag):
             cos = c.cosine[:, j].numpy()
             ax.plot(np.arange(1, len(cos) + 1), cos, ls=ls, marker=".", color=f"C{j}",
                     label=f"j={j + 1}, {'after' if key == 'normed' else 'before'} norm "
-                          f"(shared vector explains {float(c.shared_share[j]):.0%})")
+                          f"(shared vector explains {float(c.shared_share[j]):.1%})")
     ax.set(xlabel="start position t", ylabel="cosine(m_t,j , mean over t)", ylim=(-1.05, 1.05),
            title="Is h_{t+j} - h_t one vector for every t? (1 = a translation)")
     ax.legend(fontsize=6, loc="lower left", ncol=2)

@@ -33,14 +33,16 @@ def language_section(r: dict) -> dict:
 
     {"per_gt", "per_codec", "wer_codec": as given, for each of per_ar, per_spec, wer_ar, wer_spec:
      <key> (mean over seeds or None), <key>_std (std or None), <key>_per_seed (the list as given),
-     "parity_p", "frames_ar", "frames_spec": as given}."""
+     "parity_p", "frames_ar", "frames_spec", and "per_ar_utterances" / "per_spec_utterances" where recorded: as
+     given}."""
     stats = {k: mean_std(r[k]) for k in SYSTEMS}
     return {"per_gt": r["per_gt"], "per_codec": r["per_codec"], "per_ar": stats["per_ar"][0],
             "per_ar_std": stats["per_ar"][1], "per_spec": stats["per_spec"][0], "per_spec_std": stats["per_spec"][1],
             "per_ar_per_seed": r["per_ar"], "per_spec_per_seed": r["per_spec"], "wer_codec": r["wer_codec"],
             "wer_ar": stats["wer_ar"][0], "wer_ar_std": stats["wer_ar"][1], "wer_spec": stats["wer_spec"][0],
             "wer_spec_std": stats["wer_spec"][1], "wer_ar_per_seed": r["wer_ar"], "wer_spec_per_seed": r["wer_spec"],
-            "parity_p": r["parity_p"], "frames_ar": r["frames_ar"], "frames_spec": r["frames_spec"]}
+            "parity_p": r["parity_p"], "frames_ar": r["frames_ar"], "frames_spec": r["frames_spec"],
+            **{k: r[k] for k in ("per_ar_utterances", "per_spec_utterances") if r.get(k)}}
 
 
 def quality_row(lang: str, r: dict, seeds: int) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers.artifacts import atomic_write, load_json
+from helpers.report import cpu_figure4
 from helpers.report.latency_metrics import COLUMNS as LATENCY_COLUMNS
 from helpers.report.paper import PAPER, PAPER_DRAFTERS
 from helpers.report.summary import summary_lines
@@ -125,6 +126,7 @@ def sections(run_dir: Path, m: dict) -> list[str]:
                     f"Best N {by_n.get('best_n')}; AR call p50 {by_n.get('ar_call_ms_p50', 0):.3f} ms; whole frame: our AR "
                     f"loop {by_n.get('ar_frame_ms', 0):.2f} ms, official `code_predictor.generate` "
                     f"{by_n.get('official_frame_ms', 0):.2f} ms.", ""] + _profile_lines(by_n)
+    out += cpu_figure4.report_lines(m)
     if "coreml" in m:
         out += ["## Core ML export", "", markdown([{"package": k, **v} for k, v in m["coreml"].items()
                                                    if isinstance(v, dict)]), ""]
@@ -151,7 +153,10 @@ def lossless_lines(lo: dict, talker_dtype: str | None = None) -> list[str]:
         lines += ["", f"First code position where a differing frame differs (position: frames): {first}; in each "
                   f"utterance's first differing frame (where the trajectories part): {onset}."]
     par = lo.get("parity")
-    if par:
+    if par and lo.get("exact") and identical:        # identical streams: p = 1 by construction, a test that cannot fail
+        lines += ["", "No per-position chi-square here: on identical code streams it gives p = 1 by construction and "
+                  "cannot fail. In exact mode the test is the equality above, frame for frame."]
+    elif par:
         worst = min(range(len(par["p_values"])), key=par["p_values"].__getitem__)
         verdict = "the code distributions DIFFER" if par["rejected"] else "no difference in distribution"
         lines += ["", f"Parity test per code position (two-sample chi-square on the code histograms, AR {par['samples'][0]:,} "

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from helpers.artifacts import note
 from helpers.backends.base import Backend, Sample
 from helpers.backends.languages import LANGUAGES
 from helpers.backends.mini import asr
@@ -42,7 +43,7 @@ class MiniBackend(Backend):
     @classmethod
     def load(cls, cache_dir, preset: str = "mini", languages=("en",), device: str = "cpu", dtype: str = "float64",
              inner_loop_dtype: str = "same", seed: int = 0, train: int = 0, validation: int = 0, calibration: int = 0, evaluation: int = 0,
-             top_k: int = 50, top_p: float = 1.0, temperature: float = 0.9, log=print) -> "MiniBackend":
+             top_k: int = 50, top_p: float = 1.0, temperature: float = 0.9, log=note) -> "MiniBackend":
         """Build (or load from `cache_dir`/mini) the miniature of `preset` with these corpus sizes (utterances of
         the train / validation / calibration roles, and of the evaluation role per language); `seed` is the build's
         (sentences, voices, codec, training), not the run's sampling seed."""

@@ -20,8 +20,8 @@ from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
 from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGeneration
 from tqdm.auto import tqdm
 
-from helpers.artifacts import (build_seconds, cached_step, load_json, load_tensors, params_key, save_json, save_tensors,
-                               step_cached)
+from helpers.artifacts import (build_seconds, cached_step, load_json, load_tensors, note, params_key, save_json,
+                               save_tensors, step_cached)
 from helpers.backends.mini import espeak
 from helpers.backends.mini.codec import CodecConfig, RVQCodec, fit_codec, frame_features
 from helpers.backends.languages import CODES as LANGS, LANGUAGES
@@ -110,7 +110,7 @@ class Mini:
     def utterance(self, item: Item) -> Utterance:
         return Utterance(self.vocab.chat_ids(item.phonemes), item.language, item.speaker, item.codes)
 
-    def recogniser(self, log=print) -> tuple[PhonemeRecogniser, dict]:
+    def recogniser(self, log=note) -> tuple[PhonemeRecogniser, dict]:
         """The phoneme recogniser trained on this build's pretrain speech (a cached step beside the others), and its
         training history."""
         if "recogniser" not in self._loaded:
@@ -225,7 +225,7 @@ def fixed_threads(n: int):
         torch.set_num_threads(threads)
 
 
-def build_mini(cfg: MiniBuildConfig = MINI, cache_dir: str | Path = "outputs/cache/mini", log=print,
+def build_mini(cfg: MiniBuildConfig = MINI, cache_dir: str | Path = "outputs/cache/mini", log=note,
                recogniser_beside: bool = False) -> Mini:
     """Build (or load from the cache) every step of the miniature: speech and codec on one thread, the model's
     training on MODEL_THREADS (`fixed_threads`). recogniser_beside: where the model is still to be trained, the

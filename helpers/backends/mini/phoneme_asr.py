@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.artifacts import cached_step, load_json, load_tensors, save_json, save_tensors, step_cached
+from helpers.artifacts import cached_step, load_json, load_tensors, note, save_json, save_tensors, step_cached
 from helpers.method.checks import positive_int
 from helpers.backends.mini.codec import log_mel
 
@@ -207,7 +207,7 @@ def recogniser_cached(cfg: RecogniserConfig, speech: str | Path, cache_dir: str 
 
 
 def recogniser(cfg: RecogniserConfig, speech: str | Path, cache_dir: str | Path,
-               log=print) -> tuple[PhonemeRecogniser, dict]:
+               log=note) -> tuple[PhonemeRecogniser, dict]:
     """The recogniser trained on the speech step `speech` (a `cached_step` folder of the miniature's build) under
     `cache_dir`, built once; and its training history."""
     speech = Path(speech)

@@ -1,0 +1,46 @@
+"""The miniature's build as its own step: `python -m helpers.experiment.miniature PARAMS [-p key=value]`.
+
+The runner runs it before the first notebook (and `python -m helpers PARAMS --build` runs only it), so that no
+notebook opens on minutes of building: the `mini` backend's speech, codec and model (and its phoneme recogniser)
+are built into `cache_dir/mini/` once per preset and `mini_build_seed`, and every later load reads them back. Its
+progress goes to the runner's progress line and to `logs/miniature.log`. The seconds of each build step are
+recorded with the build (`Mini.history["build_s"]`); notebook 00 says them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def build(P) -> dict:
+    """Build (or load from the cache) the run's miniature; its seconds per build step. Only for the mini backend."""
+    if P.backend != "mini":
+        raise ValueError(f"backend {P.backend!r} has no miniature to build (only backend 'mini' does)")
+    from helpers.experiment import stages
+    return stages.backend(P).mini.history["build_s"]
+
+
+def main(argv=None) -> int:
+    from helpers.experiment.params import ParamsError, load_params, parse_override
+    from helpers.experiment.quiet import silence_banners
+    ap = argparse.ArgumentParser(prog="python -m helpers.experiment.miniature", description=__doc__.splitlines()[0])
+    ap.add_argument("params")
+    ap.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args(argv)
+    try:
+        P = load_params(args.params, dict(parse_override(o) for o in args.overrides))
+    except ParamsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    silence_banners()
+    start = time.time()
+    steps = build(P)
+    print(f"miniature {P.mini_preset} (mini_build_seed {P.mini_build_seed}) ready in {time.time() - start:.0f} s; "
+          f"its build, seconds per step: {steps}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Sentences that interpret a run's numbers, built from them (notebooks 04 and 05): Table 2's gaps from expected to
+measured, the split of a gain between the tree and the drafter, and paired per-language quality tests with their
+confidence interval and power. Pure: numbers in, numbers and text out.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+from scipy import stats
+
+
+def expected_gaps(measured: dict[str, float], expected: dict[str, float]) -> dict[str, float]:
+    """measured - expected tokens/step per name present in both (a negative gap: the tree delivered less than the
+    calibration table promised)."""
+    missing = sorted(set(measured) ^ set(expected))
+    if missing:
+        raise ValueError(f"measured and expected name different drafters: {missing} in only one of them")
+    return {k: measured[k] - expected[k] for k in measured}
+
+
+def gap_sentence(gaps: dict[str, float], per_language: dict[str, float], main: str, n: int) -> str:
+    """Table 2 in words: each drafter's gap from expected to measured at N = n, and the main drafter's per language
+    (`per_language`: language -> measured - expected)."""
+    worst = min(gaps, key=gaps.get)
+    langs = ", ".join(f"{lang} {g:+.3f}" for lang, g in per_language.items())
+    spread = max(per_language.values()) - min(per_language.values()) if per_language else float("nan")
+    return (f"Measured minus expected tokens/step at N = {n}: " + ", ".join(f"{k} {g:+.3f}" for k, g in gaps.items())
+            + (f". The largest shortfall is {worst}'s ({gaps[worst]:+.3f}): the calibration table, measured on other "
+               "utterances, is an estimate." if gaps[worst] < 0 else ". Every drafter met or beat its expectation.")
+            + f" The main drafter ({main}) per language: {langs} (a spread of {spread:.3f}; "
+            "the other drafters are replayed over all languages together).")
+
+
+def tree_drafter_split(chain: float, tree_same_heads: float, tree_main: float) -> dict[str, float]:
+    """A gain over a chain of the reused heads split in two: the tree's (the same heads in the calibrated tree) and
+    the drafter's (the main drafter in that same tree)."""
+    return {"chain": chain, "tree": tree_same_heads - chain, "drafter": tree_main - tree_same_heads,
+            "total": tree_main - chain}
+
+
+def paired_test(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], alpha: float = 0.05,
+                power: float = 0.8) -> dict:
+    """Paired test of two systems' per-utterance error rates. a, b: [seed][utterance] (the same utterances in the
+    same order in every seed of both); each utterance is averaged over seeds, then paired (b - a).
+    -> {"n", "mean_a", "mean_b", "diff" (mean of b - a), "ci" (1 - alpha, t), "p" (two-sided paired t; 1.0 where every
+        difference is 0), "detectable" (the difference the test finds with probability `power` at `alpha`)}."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.ndim != 2 or a.shape[1] != b.shape[1] or a.shape[1] < 2:
+        raise ValueError(f"need [seed][utterance] scores of at least 2 utterances, the same for both; got {a.shape}, "
+                         f"{b.shape}")
+    ua, ub = a.mean(axis=0), b.mean(axis=0)
+    d, n = ub - ua, a.shape[1]
+    sd = float(d.std(ddof=1))
+    t = stats.t.ppf(1 - alpha / 2, n - 1)
+    half = t * sd / math.sqrt(n)
+    p = float(stats.ttest_rel(ub, ua).pvalue) if sd > 0 else 1.0
+    detectable = (t + stats.t.ppf(power, n - 1)) * sd / math.sqrt(n)
+    return {"n": n, "mean_a": float(ua.mean()), "mean_b": float(ub.mean()), "diff": float(d.mean()),
+            "ci": [float(d.mean() - half), float(d.mean() + half)], "p": p, "detectable": float(detectable),
+            "alpha": alpha, "power": power}
+
+
+def intelligibility(per_truth: float | None, per_codec: float | None, per_ar: float) -> str:
+    """How intelligible the synthesis is, from its PER against the original audio's and the codec round trip's."""
+    level = ("mostly unintelligible" if per_ar > 0.5 else "partly intelligible" if per_ar > 0.25 else "intelligible")
+    refs = ", ".join(f"{name} {v:.1%}" for name, v in (("original audio", per_truth), ("codec round trip", per_codec))
+                     if v is not None)
+    return f"the synthesis is {level} (PER {per_ar:.1%}" + (f"; {refs}" if refs else "") + ")"
+
+
+NO_SIGNAL_WER = 0.8      # an ASR whose WER on the codec round trip is above this recognises almost nothing
+
+
+def asr_has_signal(wer_codec: float | None) -> bool | None:
+    """Whether the ASR's WER can say anything: None where there is no WER, False where even the ground-truth codes
+    decoded score above NO_SIGNAL_WER."""
+    return None if wer_codec is None else wer_codec <= NO_SIGNAL_WER

@@ -1,0 +1,95 @@
+"""The README's results table, generated from a run's metrics.json so that the two cannot disagree:
+
+    python -m helpers.report.readme_results [outputs/mini-reference] [--write README.md]
+
+prints the Markdown block (between `<!-- results:begin -->` and `<!-- results:end -->`), or replaces that block in
+the README. tests/test_readme.py checks the README's block equals the one generated from the reference run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from helpers.report.paper import PAPER, PAPER_DRAFTERS
+from helpers.report.tables import markdown
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+NAMES = {"reused": "reused heads", "medusa": "Medusa heads", "offsets": "position offsets"}
+
+
+def _mean(values) -> float:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def results_rows(m: dict) -> list[dict]:
+    """Headline rows: tokens/step per drafter, losslessness, speech quality, speed on this CPU (both shapes)."""
+    n = m["run"]["params"]["tree_size"]
+    rows = []
+    for kind, paper_key in PAPER_DRAFTERS.items():
+        d = m["drafters"].get(kind)
+        if d:
+            rows.append({"result": f"tokens/step, {NAMES[kind]}, N = {n} (measured; expected)",
+                         "this run": f"{d['tokens_per_step']:.2f}; {d['expected_tokens_per_step']:.2f}",
+                         "paper (0.6B)": f"{PAPER['table2_drafters'][paper_key]['tokens_per_step']:.2f}"})
+    lo = m["lossless"]
+    rows.append({"result": f"speculative frames identical to AR ({lo['inner_loop_dtype']})",
+                 "this run": f"{lo['frames_identical']:,} / {lo['frames_compared']:,}",
+                 "paper (0.6B)": "WER parity only"})
+    langs = m["languages"].values()
+    rows.append({"result": "PER, mean of languages: original audio / codec round trip / AR / speculative",
+                 "this run": " / ".join(f"{_mean(r.get(k) for r in langs):.2f}"
+                                        for k in ("per_gt", "per_codec", "per_ar", "per_spec")),
+                 "paper (0.6B)": "WER en {:.2f} / {:.2f} % (AR / spec.)".format(
+                     PAPER["table3_languages"]["en"]["ar"]["wer"], PAPER["table3_languages"]["en"]["spec"]["wer"])})
+    dep = m.get("deployments")
+    if dep:
+        fr = dep["frames"]
+        rows.append({"result": "miniature, whole frames on this CPU: fastest speculative / fastest AR loop",
+                     "this run": f"{fr['ratios']['spec_over_ar']:.2f}x ({fr['fastest_spec']} / {fr['fastest_ar']})",
+                     "paper (0.6B)": "-"})
+    f4 = m.get("figure4_cpu")
+    if f4:
+        best = f4["projected"][f4["best"]]
+        rows.append({"result": "0.6B shape on this CPU: best projected speedup (paper tokens/step)",
+                     "this run": f"{best['best_speedup']:.2f}x ({f4['best']}, N = {best['best_n']})",
+                     "paper (0.6B)": "{:.2f}x (M3 Pro, N = 32)".format(
+                         PAPER["figure4_latency"]["devices"]["macbook_m3_pro"]["speedup_at_N32"])})
+        by_n = {int(k): v for k, v in best["by_n"].items()}
+        if 15 in by_n and 31 in by_n:
+            rows.append({"result": "0.6B shape on this CPU: verify overhead at N = 15 / 31 (same deployment)",
+                         "this run": f"{by_n[15]['overhead']:+.2f} / {by_n[31]['overhead']:+.2f}",
+                         "paper (0.6B)": "{:+.3f} at N = 32 (M3 Pro)".format(
+                             PAPER["figure4_latency"]["devices"]["macbook_m3_pro"]["overhead_at_N32"])})
+    return rows
+
+
+def results_block(run_dir: str | Path) -> str:
+    m = json.loads((Path(run_dir) / "metrics.json").read_text())
+    return "\n".join([BEGIN, markdown(results_rows(m)), END])
+
+
+def replace_block(text: str, block: str) -> str:
+    if text.count(BEGIN) != 1 or text.count(END) != 1:
+        raise ValueError(f"the README must hold one {BEGIN} ... {END} block")
+    head, rest = text.split(BEGIN)
+    return head + block + rest.split(END, 1)[1]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description="The README's results table from a run's metrics.json")
+    ap.add_argument("run_dir", nargs="?", default="outputs/mini-reference")
+    ap.add_argument("--write", metavar="README", help="replace the block in this file instead of printing it")
+    args = ap.parse_args(argv)
+    block = results_block(args.run_dir)
+    if args.write:
+        path = Path(args.write)
+        path.write_text(replace_block(path.read_text(), block))
+    else:
+        print(block)
+
+
+if __name__ == "__main__":
+    main()

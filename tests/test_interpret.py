@@ -1,0 +1,48 @@
+"""Interpretation helpers (helpers.report.interpret): gaps, the tree / drafter split, the paired test and its power."""
+
+import pytest
+
+from helpers.report.interpret import (asr_has_signal, expected_gaps, gap_sentence, intelligibility, paired_test,
+                                      tree_drafter_split)
+
+
+def test_gaps_and_their_sentence():
+    gaps = expected_gaps({"medusa": 1.95, "reused": 1.96}, {"medusa": 2.03, "reused": 1.99})
+    assert gaps == pytest.approx({"medusa": -0.08, "reused": -0.03})
+    text = gap_sentence(gaps, {"en": -0.02, "de": -0.05}, "offsets", 32)
+    assert "medusa -0.080" in text and "largest shortfall is medusa's" in text and "spread of 0.030" in text
+    with pytest.raises(ValueError, match="different drafters"):
+        expected_gaps({"medusa": 1.0}, {"reused": 1.0})
+
+
+def test_the_split_adds_up():
+    s = tree_drafter_split(1.5, 1.9, 2.0)
+    assert s["tree"] == pytest.approx(0.4) and s["drafter"] == pytest.approx(0.1) and s["total"] == pytest.approx(0.5)
+
+
+def test_the_paired_test_finds_a_real_difference_and_not_a_null_one():
+    a = [[0.80, 0.70, 0.90, 0.60, 0.75, 0.85]] * 2
+    shifted = [[x + 0.1 + 0.01 * i for i, x in enumerate(row)] for row in a]
+    found = paired_test(a, shifted)
+    assert found["p"] < 0.001 and found["ci"][0] > 0 and found["diff"] == pytest.approx(0.125)
+    same = paired_test(a, a)
+    assert same["p"] == 1.0 and same["ci"] == [0.0, 0.0]
+    noisy = paired_test(a, [[x + (0.05 if i % 2 else -0.05) for i, x in enumerate(row)] for row in a])
+    assert noisy["p"] > 0.5 and noisy["ci"][0] < 0 < noisy["ci"][1] and noisy["detectable"] > 0.05
+    with pytest.raises(ValueError, match="at least 2 utterances"):
+        paired_test([[0.5]], [[0.5]])
+
+
+def test_intelligibility_and_asr_signal():
+    assert "mostly unintelligible (PER 84.0%; original audio 24.0%" in intelligibility(0.24, 0.40, 0.84)
+    assert asr_has_signal(0.99) is False and asr_has_signal(0.3) is True and asr_has_signal(None) is None
+
+
+def test_exact_mode_prints_no_chi_square_that_cannot_fail():
+    from helpers.report.report import lossless_lines
+    par = {"p_values": [1.0] * 16, "p_min_adjusted": 1.0, "rejected": False, "samples": [10, 10], "alpha": 0.001}
+    lo = {"frames_identical": 10, "frames_compared": 10, "exact": True, "inner_loop_dtype": "float64", "parity": par}
+    exact = "\n".join(lossless_lines(lo, "float64"))
+    assert "p per position" not in exact and "cannot fail" in exact
+    deployment = "\n".join(lossless_lines({**lo, "exact": False, "frames_identical": 9}, "float32"))
+    assert "p per position" in deployment

@@ -1,0 +1,107 @@
+"""The executed-notebook check (helpers.experiment.notebook_check) and the banner filter: each finds what it must."""
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+from helpers.experiment.notebook_check import SCREEN_LINES, output_problems
+from helpers.experiment.quiet import BANNERS, without
+
+
+def notebook(*outputs, source="x = 1", tags=()):
+    cell = new_code_cell(source, outputs=list(outputs))
+    cell.metadata["tags"] = list(tags)
+    return new_notebook(cells=[cell])
+
+
+def stream(text, name="stdout"):
+    return new_output("stream", name=name, text=text)
+
+
+def test_a_clean_notebook_has_no_problem():
+    shown = new_output("display_data", data={"text/markdown": "a table\n| a |\n|---|"})
+    figure = new_output("display_data", data={"image/png": "AAAA", "text/plain": "<Figure>"})
+    caption = new_output("display_data", data={"text/markdown": "*Figure 00_x.* what to look at"})
+    assert output_problems(notebook(stream("run 'smoke': outputs in outputs/smoke/\n"), shown, figure, caption),
+                           ["/abs/repo"]) == []
+
+
+def test_each_kind_of_problem_is_found():
+    bar = "train offsets:  45%|████▌     | 13/29 [00:01<00:01, 9.1it/s]\r"
+    cases = {"progress-bar": stream(bar, "stderr"), "banner": stream(f"{BANNERS[2]}\n"),
+             "machine path": stream("cached (/abs/repo/outputs/x)\n"),
+             "lines of stdout": stream("row\n" * (SCREEN_LINES + 1)),
+             "an output of": new_output("execute_result", data={"text/plain": "{\n" * (SCREEN_LINES + 1)},
+                                        execution_count=1),
+             "without a caption": new_output("display_data", data={"image/png": "AAAA"})}
+    for kind, output in cases.items():
+        problems = output_problems(notebook(output), ["/abs/repo"])
+        assert len(problems) == 1 and kind in problems[0], (kind, problems)
+
+
+def test_parameters_cells_are_checked_against_their_own_paths():
+    injected = notebook(source='params_file = "/abs/repo/params/smoke.yaml"\noutput_dir = "/tmp/run"',
+                        tags=["injected-parameters"])
+    assert output_problems(injected, ["/abs/repo", "/tmp/run"], parameter_paths=["/abs/repo"]) == [
+        "cell 0: parameters show the machine path /abs/repo"]
+
+
+def test_the_banner_filter_keeps_every_other_line():
+    text = "\n********\nWarning: flash-attn is not installed. Will only run ...\n********\n \nreal output\n"
+    assert without(text, ("flash-attn", "********")) == "real output\n"
+
+
+def run_python(code, **env):
+    import os
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
+
+
+def test_under_the_runner_bars_and_notes_go_to_its_log_not_the_streams(tmp_path):
+    log = tmp_path / "nb.log"
+    code = ("import helpers\nfrom tqdm.auto import tqdm\nfrom helpers.artifacts import note\n"
+            "for _ in tqdm(range(3), desc='train offsets'): pass\nnote('speech: cached (x)')\nprint('kept')")
+    result = run_python(code, RVQ_PROGRESS_LOG=str(log))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "kept\n" and "train offsets" not in result.stderr
+    assert "train offsets" in log.read_text() and "speech: cached (x)" in log.read_text()
+
+
+def test_the_known_banners_are_silenced_and_nothing_else():
+    code = ("from helpers.experiment.quiet import silence_banners\nsilence_banners()\nimport sox\n"
+            "import qwen_tts.core.tokenizer_25hz.vq.whisper_encoder\nimport warnings\nwarnings.warn('other warning')")
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert not [b for b in BANNERS if b in result.stdout + result.stderr], result.stdout + result.stderr
+    assert "other warning" in result.stderr
+
+
+def test_the_log_tail_feeds_what_is_appended(tmp_path):
+    from helpers.experiment.progress import LogTail
+    log, seen = tmp_path / "nb.log", []
+
+    class Sink:
+        def write(self, text):
+            seen.append(text)
+
+    log.write_text("before\n")
+    with LogTail(log, Sink(), interval=0.01):
+        with open(log, "a") as f:
+            f.write("train offsets: 50%|\r")
+    assert "".join(seen) == "train offsets: 50%|\r"
+
+
+def test_the_miniature_origin_says_each_build_step_and_refuses_nothing():
+    import pytest
+    from helpers.report.overview import miniature_origin
+    text = miniature_origin({"speech": 19.4, "codec": 1.8, "model": None}, "smoke", 0, "outputs/cache/mini/")
+    assert "speech 19 s, codec 2 s (0.4 min in all); model not timed" in text and "`outputs/cache/mini/`" in text
+    with pytest.raises(ValueError, match="seconds per build step"):
+        miniature_origin({}, "smoke", 0, "x")
+
+
+def test_a_cell_tagged_long_output_may_be_long():
+    long = stream("row\n" * (SCREEN_LINES + 1))
+    assert output_problems(notebook(long, tags=["long-output"])) == []
+    assert output_problems(notebook(long))
