@@ -36,14 +36,12 @@ from helpers.measure.latency import (SIZES, call_sweep, environment, format_tabl
                                      latency_table)
 from helpers.measure.compiled_latency import format_side_by_side, side_by_side  # noqa: E402
 from helpers.method.sampling import frame_uniforms  # noqa: E402
-from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs  # noqa: E402
+from helpers.adapter.tiny import QWEN3_TTS_0_6B, build_tiny_talker, random_frame_inputs  # noqa: E402
 
 # Qwen3-TTS-12Hz-0.6B: code predictor hidden 1024, 5 layers, 16 heads, 8 kv heads, head_dim 128,
 # intermediate 3072, vocab 2048 (the defaults of qwen_tts's Qwen3TTSTalkerCodePredictorConfig);
 # talker hidden 1024, codec vocab 3072 (Qwen3TTSTalkerConfig defaults); 16 code groups.
-REAL_SHAPE = TinyTalkerSpec(hidden_size=1024, num_layers=5, num_heads=16, num_kv_heads=8, head_dim=128,
-                            vocab_size=2048, talker_hidden_size=1024, talker_vocab_size=3072, num_code_groups=16,
-                            intermediate_size=3072)
+REAL_SHAPE = QWEN3_TTS_0_6B                 # the 0.6B code predictor's exact shape (checked against its config below)
 PAPER_CEILING = {16: 2.25, 32: 2.47, 64: 2.60}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 

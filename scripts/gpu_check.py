@@ -17,16 +17,18 @@ Four parts, each recorded even when another fails (the script exits non-zero if 
 (c) latency of the 0.6B-shaped code predictor (random weights, scripts/cuda_latency.py's model): p50 per call at
     q = 1 and q = N + 1 for N in 4, 8, 15, 16, 31, 32, 47, 63, 64, eager and CUDA-graph captured, 200 calls after 20 warm-ups;
     whole frames, our AR loop vs the speculative decoder per N (greedy trees of a reference acceptance table;
-    random weights accept little, so frame times, not speedups, are the point). --quick: 3 calls, 1 frame, no graphs.
+    random weights accept little, so frame times, not speedups, are the point); and float32 against bfloat16 per N,
+    interleaved (`measure.deployments.call_grid`, the table `make bench` records for a CPU's kernels).
+    --quick: 3 calls, 1 frame, no graphs.
 (d) whole frames of the same model: eager AR and speculative loops (N = 4, 8, 16) against their CUDA-graph captured
     versions and the official generate (`helpers.measure.compiled_latency.cuda_graph_comparison`), codes checked
     equal. --quick: the same harness with compilation off, one frame.
 
 Not yet run on a GPU (no GPU was lent to this work). Measured here, 2-core shared CPU, `--device cpu --quick`,
-2026-12-01: 44 s in all (tests 10 s, sequence 20 s, latency 14 s); (a) 1 passed on the lazy device; (b) notebook 04
+44 s in all (tests 10 s, sequence 20 s, latency 14 s); (a) 1 passed on the lazy device; (b) notebook 04
 on the tiny checkpoint, float64: rc 0, 46 / 46 frames identical; (c) float32, 3 calls after 1 warm-up: AR call
 p50 19.2 ms, N = 4 / 8 / 16 / 32 / 64 at 56.3 / 68.5 / 88.9 / 119.0 / 176.6 ms (overhead 1.93 ... 8.20: this CPU
-is compute-bound, see README); one frame AR 317 ms, speculative 721 (N = 4) ... 1825 ms (N = 64), codes equal.
+is compute-bound, see docs/speed.md); one frame AR 317 ms, speculative 721 (N = 4) ... 1825 ms (N = 64), codes equal.
 """
 
 from __future__ import annotations
@@ -148,6 +150,11 @@ def part_latency(device: str, quick: bool) -> dict:
     loop = frame_latency(predictor, drafter, trees, g.to(device), c0.to(device), u, official=False,
                          warmup_frames=0 if quick else 2)
     result["frame_ms"] = {"ar": loop["ar_ms"], "speculative": {n: r["frame_ms"] for n, r in loop["trees"].items()}}
+    # the dtypes side by side, as make bench records them on a CPU (the CPU kernels only where the device is a CPU)
+    from helpers.measure.deployments import call_grid, deployed
+    names = ["float32", "bfloat16"] + (["bfloat16-prepacked", "w8a16", "w8a8"] if device == "cpu" and not quick else [])
+    systems = deployed(build_tiny_talker(REAL_SHAPE, seed=0, dtype=torch.float32), "reused", names=names, device=device)
+    result["deployments"] = call_grid(systems, trees, warmup=1 if quick else 5, rounds=2 if quick else 40)
     result["identical"] = all(r["identical"] for r in loop["trees"].values())
     result["ok"] = result["identical"]
     return result
@@ -211,6 +218,10 @@ def markdown(report: dict) -> str:
         f = lat["frame_ms"]
         lines += [f"whole frames (median ms): AR {f['ar']:.2f}; speculative " + ", ".join(
             f"N={n} {v:.2f}" for n, v in f["speculative"].items()) + f"; speculative == AR: {lat['identical']}"]
+    if "deployments" in lat:
+        from helpers.measure.deployments import format_grid
+        lines += ["", "dtypes side by side (interleaved, p50 ms and overhead):", "", "```",
+                  format_grid(lat["deployments"]), "```"]
     if "error" in lat:
         lines.append(f"error: {lat['error']}")
     comp = report.get("compiled", {})

@@ -18,7 +18,7 @@ Measured here (2 shared cores, --threads 1, float32), wall s / peak RSS GiB per 
 teacher forcing 1.6 / 3.24, 4 training steps 1.7 / 3.71, calibration 3.0 / 3.71, AR synthesis (12 frames)
 13.5 / 4.23, speculative (N = 16) 26.2 / 4.84, decode 2.2 / 5.29. Checkpoint 4.31 GB on disk (float32); 905.8 M
 parameters in talker + code predictor (code predictor 141.6 M, text embedding 311.2 M), 153.7 M in the speech
-tokenizer. AR and speculative codes identical. README, "The paper's setting", has the table.
+tokenizer. AR and speculative codes identical. docs/real-model.md has the table.
 """
 
 from __future__ import annotations

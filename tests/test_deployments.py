@@ -132,3 +132,6 @@ def test_report_sections_from_the_metrics_notebook_06_writes():
     assert "## Figure 4 for this CPU, at the 0.6B shape" in text and "MacBook M3 Pro" in text
     assert f"Best: w8a8 at N = 15, {paper_tokens_per_step(15) / 2:.2f}x" in text and "avx512_bf16" in text
     assert "projections 7.00" in text and report_lines({}) == []
+    from helpers.report.cpu_figure4 import overhead_figure
+    fig = overhead_figure(grid, "this CPU")                      # keys as JSON gives them back
+    assert len(fig.axes[0].lines) == 1 and fig.axes[0].get_xscale() == "log"

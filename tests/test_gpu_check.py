@@ -26,6 +26,8 @@ def test_gpu_check_quick_on_cpu(tmp_path):
     assert sorted(map(int, eager["by_n"])) == list(SIZES) and eager["ar_call_ms_p50"] > 0
     assert all(eager["by_n"][str(n)]["q"] == n + 1 for n in SIZES)
     assert "cuda graph" not in report["latency"]["modes"] and report["latency"]["identical"]
+    deployments = report["latency"]["deployments"]
+    assert {"float32", "bfloat16"} <= set(deployments) and sorted(map(int, deployments["bfloat16"]["by_n"])) == list(SIZES)
     compiled = report["compiled"]
     assert compiled["ok"] and set(compiled["systems"]) == {"ar", "spec4"} and compiled["compile"] == "none"
     md = (tmp_path / "gpu_check.md").read_text()

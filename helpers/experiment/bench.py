@@ -98,7 +98,9 @@ def main(argv=None) -> dict:
     save_json(args.out, data)                                   # the eager part is saved before the compiled run
     print("every CPU deployment on the miniature (dtype x kernel): calls per N, whole frames, phases ...", flush=True)
     P = load_params(args.params, overrides)
-    data["deployments"] = deployment_comparison(P, trees, g[:args.side_frames], c0[:args.side_frames], seed=args.seed)
+    data["deployments"] = deployment_comparison(
+        P, trees, g[:args.side_frames], c0[:args.side_frames], seed=args.seed,
+        compiled_sizes=(8,) if args.compile == "inductor" else ())     # the dense dtypes' compiled loops beside
     print(format_grid(data["deployments"]["calls"]))
     print(format_frames(data["deployments"]["frames"]))
     print(format_phases(data["deployments"]["phases"]))

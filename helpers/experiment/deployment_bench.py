@@ -25,9 +25,11 @@ def usable_deployments(hidden_size: int, names=DEPLOYMENTS) -> list[str]:
 
 @torch.no_grad()
 def deployment_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.Tensor, c0: torch.Tensor,
-                          frame_sizes=(4, 8, 16), rounds: int = 60, warmup: int = 10, seed: int = 0) -> dict:
+                          frame_sizes=(4, 8, 16), rounds: int = 60, warmup: int = 10, seed: int = 0,
+                          compiled_sizes=()) -> dict:
     """-> {"calls": `call_grid` (every N of trees), "frames": `deployment_frames` (N in frame_sizes), "phases":
-    `call_phases` of the fastest speculative deployment (its N)}. g [F, H_talker], c0 [F]: real frames."""
+    `call_phases` of the fastest speculative deployment (its N)}. g [F, H_talker], c0 [F]: real frames.
+    compiled_sizes: N of the compiled (inductor) loops beside the eager ones, dense deployments only (~1 min each)."""
     b = backend(P)
     drafter = stages.drafters(P).drafters[stages.main_drafter(P)]
     names = usable_deployments(b.predictor.hidden_size)
@@ -35,8 +37,8 @@ def deployment_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.T
     calls = call_grid(systems, trees, warmup, rounds, seed=seed)
     u = frame_uniforms(torch.Generator().manual_seed(seed), b.predictor.num_codes, batch=g.shape[0])
     frames = deployment_frames(systems, {n: trees[n] for n in frame_sizes if n in trees}, g, c0, u, sampler(P),
-                               seed=seed)
+                               seed=seed, compiled_sizes=compiled_sizes)
     spec = frames["fastest_spec"]                                   # "spec<N>@<deployment>"
-    n, name = int(spec.split("@")[0][4:]), spec.split("@")[1]
+    n, name = int(spec.split("@")[0][4:]), spec.split("@")[1].removesuffix("+inductor")
     phases = {"deployment": name, "by_n": call_phases(*systems[name], {n: trees[n]}, seed=seed)}
     return {"calls": calls, "frames": frames, "phases": phases, "deployments": names}

@@ -113,18 +113,32 @@ def call_grid(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int
 @torch.no_grad()
 def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int, SparseTree],
                       g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, sampler: SamplerConfig = SamplerConfig(),
-                      official: bool = True, warmup_frames: int = 2, seed: int = 0) -> dict:
+                      official: bool = True, warmup_frames: int = 2, seed: int = 0, compiled_sizes=()) -> dict:
     """Whole frames of every deployment, interleaved: g [F, H_talker], c0 [F], u [F, 15] (any dtype; cast per system).
 
-    Systems "official@<dtype>" (once per dtype), "ar@<deployment>", "spec<N>@<deployment>".
+    Systems "official@<dtype>" (once per dtype), "ar@<deployment>", "spec<N>@<deployment>"; with `compiled_sizes`,
+    for the dense deployments also the compiled loops (`method.compiled`, inductor) "ar@<deployment>+inductor" and
+    "spec<N>@<deployment>+inductor" (compiled on a first frame, booked apart as "compile_s").
     -> {"frames", "systems": {name: {"frame_ms" (p50), "tokens_per_step"}}, "identical": {deployment: {"spec": {N:
         frames equal to its own AR frames}, "ar_vs_dense": its AR frames equal to its dtype's dense AR loop's}},
         "fastest_ar",
         "fastest_spec", "official": fastest official, "ratios": {"ar_over_official", "spec_over_ar",
         "spec_over_official"} (how many times faster)}"""
-    runs, decoders = {}, {}
+    from helpers.method.compiled import CompiledAR, CompiledSpeculative
+
+    decoders, compiled, compile_s = {}, {}, {}
     for name, (predictor, drafter) in systems.items():
         decoders[name] = {n: SpeculativeDecoder(predictor, drafter, tree, sampler) for n, tree in trees.items()}
+        if compiled_sizes and predictor.kernel == "dense":
+            compiled[f"ar@{name}+inductor"] = (predictor, CompiledAR(predictor, sampler, "inductor"))
+            for n in compiled_sizes:
+                if n in trees:
+                    compiled[f"spec{n}@{name}+inductor"] = (predictor, CompiledSpeculative(
+                        predictor, drafter, trees[n], sampler, "inductor"))
+    for key, (predictor, dec) in compiled.items():           # the first frame compiles: booked apart
+        start = time.perf_counter()
+        dec.decode_frame(g[:1].to(predictor.dtype), c0[:1], u[:1])
+        compile_s[key] = time.perf_counter() - start
     dtypes = {}
     for name, (predictor, _) in systems.items():
         dtypes.setdefault(str(predictor.dtype).removeprefix("torch."), predictor)
@@ -137,6 +151,9 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
             out[f"ar@{name}"] = lambda p=predictor, gi=gi, ci=ci, ui=ui: decode_frame_ar(p, gi, ci, sampler, ui)
             for n, dec in decoders[name].items():
                 out[f"spec{n}@{name}"] = lambda dec=dec, gi=gi, ci=ci, ui=ui: dec.decode_frame(gi, ci, ui)
+        for key, (predictor, dec) in compiled.items():
+            gi, ci, ui = g[j:j + 1].to(predictor.dtype), c0[j:j + 1], u[j:j + 1]
+            out[key] = lambda dec=dec, gi=gi, ci=ci, ui=ui: dec.decode_frame(gi, ci, ui)
         if official:
             for dt, predictor in dtypes.items():
                 gi = g[j:j + 1].to(predictor.dtype)
@@ -153,7 +170,8 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
                 codes.setdefault(key, []).append(out[key].codes)
     num_codes = next(iter(systems.values()))[0].num_codes
     rows = {key: {"frame_ms": float(np.median(ts)) * 1e3,
-                  "tokens_per_step": num_codes * len(ts) / calls[key] if key in calls else None}
+                  "tokens_per_step": num_codes * len(ts) / calls[key] if key in calls else None,
+                  **({"compile_s": compile_s[key]} if key in compile_s else {})}
             for key, ts in times.items()}
     def same(a, b):
         return int((torch.cat(codes[a]) == torch.cat(codes[b])).all(dim=1).sum())
@@ -162,7 +180,9 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
     for name, (predictor, _) in systems.items():
         dense = next((d for d, (p, _) in systems.items() if p.dtype == predictor.dtype and p.kernel == "dense"), None)
         identical[name] = {"spec": {n: same(f"spec{n}@{name}", f"ar@{name}") for n in trees},
-                           "ar_vs_dense": same(f"ar@{name}", f"ar@{dense}") if dense else None}
+                           "ar_vs_dense": same(f"ar@{name}", f"ar@{dense}") if dense else None,
+                           "compiled": {k: same(k, f"ar@{name}") for k in compiled if k.split("@")[1] ==
+                                        f"{name}+inductor"}}
 
     def fastest(prefix):
         keys = [k for k in rows if k.startswith(prefix)]
@@ -280,10 +300,11 @@ def format_phases(phases: dict) -> str:
 
 def format_frames(result: dict) -> str:
     rows = result["systems"]
-    lines = [f"{'system':>30} {'frame ms':>9} {'tok/step':>8}"]
+    lines = [f"{'system':>30} {'frame ms':>9} {'tok/step':>8} {'compile s':>9}"]
     for name, r in sorted(rows.items(), key=lambda kv: kv[1]["frame_ms"]):
         tps = f"{r['tokens_per_step']:8.2f}" if r["tokens_per_step"] else f"{'-':>8}"
-        lines.append(f"{name:>30} {r['frame_ms']:9.2f} {tps}")
+        comp = f"{r['compile_s']:9.1f}" if "compile_s" in r else f"{'-':>9}"
+        lines.append(f"{name:>30} {r['frame_ms']:9.2f} {tps} {comp}")
     ratios = result["ratios"]
     lines.append(f"fastest AR {result['fastest_ar']}, fastest speculative {result['fastest_spec']}: "
                  f"{ratios['spec_over_ar']:.2f}x" + (f"; fastest official {result['official']}, AR over it "
@@ -292,7 +313,8 @@ def format_frames(result: dict) -> str:
         lines.append(f"  {name}: speculative frames equal to its AR frames "
                      + ", ".join(f"N={n} {v}/{result['frames']}" for n, v in same["spec"].items())
                      + (f"; its AR frames equal to the dense AR's {same['ar_vs_dense']}/{result['frames']}"
-                        if same["ar_vs_dense"] is not None else ""))
+                        if same["ar_vs_dense"] is not None else "")
+                     + "".join(f"; {k} {v}/{result['frames']}" for k, v in same.get("compiled", {}).items()))
     return "\n".join(lines)
 
 

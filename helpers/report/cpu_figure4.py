@@ -102,8 +102,9 @@ def overhead_figure(grid: dict, device: str):
     """1 + overhead against q = N + 1 (log-log) for every deployment on `device`, the paper's devices as points."""
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     for i, (name, d) in enumerate(deployments_of(grid).items()):
-        ns = sorted(int(n) for n in d["by_n"])
-        ax.plot([1] + [n + 1 for n in ns], [1.0] + [1 + d["by_n"][n]["overhead"] for n in ns], marker="o",
+        rows = {int(n): r for n, r in d["by_n"].items()}                # int keys, or str ones read back from JSON
+        ns = sorted(rows)
+        ax.plot([1] + [n + 1 for n in ns], [1.0] + [1 + rows[n]["overhead"] for n in ns], marker="o",
                 ms=3, color=f"C{i}", label=f"{name} (AR call {d['ar_ms']:.1f} ms)")
     paper = paper_figure4(PAPER["figure4_latency"])
     for j, (key, dev) in enumerate(paper["devices"].items()):

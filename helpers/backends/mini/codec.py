@@ -10,7 +10,7 @@ audio (16 kHz) -> log-mel [8T, 80] (10 ms hop) -> one 640-d vector per 80 ms fra
 
 Each stage codes a residual, so the error falls as stages are added; because stage t always refines
 the same slowly varying components, a deep code is related to the same code of the previous frame
-(a plain RVQ over all components makes deep codes close to noise: see the README's codec notes).
+(a plain RVQ over all components makes deep codes close to noise: see docs/miniature.md).
 decode: codewords summed -> inverse PCA -> mel -> linear spectrogram (pseudo-inverse) -> Griffin-Lim.
 """
 
