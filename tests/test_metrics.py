@@ -50,3 +50,16 @@ def test_deployment_mode_needs_parity_and_a_missing_key_is_named():
     m = complete(P, lossless)
     del m["data"]
     assert run_problems(P, m) == ["metrics.json lacks data.table"]
+
+
+def test_a_section_with_int_keys_merges_into_what_an_earlier_run_wrote(tmp_path):
+    """A notebook run twice: its tree sizes are ints in memory and strings in the file; they merge as one key."""
+    import json
+
+    from helpers.experiment.metrics import update_metrics
+    P = RunParams(output_dir=str(tmp_path), run_name="twice")
+    update_metrics(P, {"latency": {"cpu": {4: {"overhead": 0.5}, 16: {"overhead": 0.9}}}})
+    merged = update_metrics(P, {"latency": {"cpu": {4: {"overhead": 0.4}}, "by": [{8: 1}]}})
+    assert merged["latency"]["cpu"] == {"4": {"overhead": 0.4}, "16": {"overhead": 0.9}}
+    assert merged["latency"]["by"] == [{"8": 1}]
+    assert json.loads((tmp_path / "twice" / "metrics.json").read_text()) == merged

@@ -36,6 +36,16 @@ from helpers.experiment.params import REPO_ROOT, RunParams
 PACKAGES = ("torch", "transformers", "qwen-tts", "papermill", "coremltools", "jiwer", "numpy")
 
 
+def json_keys(value):
+    """`value` with every dict key a string, as JSON gives it back (tree sizes 4 -> "4"), so that a section merges
+    with what a previous run of the notebook wrote."""
+    if isinstance(value, dict):
+        return {str(k): json_keys(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_keys(v) for v in value]
+    return value
+
+
 def _merge(into: dict, update: dict) -> dict:
     for key, value in update.items():
         if isinstance(value, dict) and isinstance(into.get(key), dict):
@@ -57,8 +67,8 @@ def load_metrics(P: RunParams) -> dict:
 def update_metrics(P: RunParams, section: dict) -> dict:
     """Deep-merge `section` into metrics.json (written atomically); returns the whole document.
 
-    Keys are strings in JSON: give tree sizes as str(N)."""
-    metrics = _merge(load_metrics(P), section)
+    Keys are strings in JSON (tree sizes become str(N)), in the section as in the file."""
+    metrics = _merge(load_metrics(P), json_keys(section))
     save_json(metrics_path(P), metrics)
     return metrics
 
