@@ -115,6 +115,9 @@ def test_projected_speedup_and_the_table_beside_the_papers_devices():
     m3 = next(r for r in table if r["device"].startswith("MacBook M3 Pro"))
     assert m3["overhead N=32"] == "+0.136" and m3["speedup N=32"] == "2.13x"
     assert table[-1]["overhead N=16"] == "+1.000" and table[-1]["overhead N=32"] == "+2.000"   # N = 15, 31 stand in
+    with_mini = figure4_rows(grid, "this CPU", {15: 1.9, 31: 2.0})
+    assert with_mini[-1]["best N (miniature's tokens/step)"] == "15 (0.95x)" and with_mini[0][
+        "best N (miniature's tokens/step)"] == "-"
     assert table[-1]["vs fastest AR"] == f"{paper_tokens_per_step(15) * 6.0 / 12.0:.2f}x"
 
 

@@ -65,7 +65,8 @@ def projected(grid: dict, tokens_per_step: dict[int, float] | None = None) -> di
 def figure4_rows(grid: dict, device: str, tokens_per_step: dict[int, float] | None = None) -> list[dict]:
     """Figure 4 as a table: the paper's devices (as reported), then each deployment on `device`: AR call ms, overhead
     at N = 15/16 and 31/32, projected speedup at N = 32 and at its best N (paper tokens/step), and its best against
-    the fastest AR call of any deployment on `device`."""
+    the fastest AR call of any deployment on `device`; with `tokens_per_step` (the miniature's measured curve), also
+    its best N and speedup with that numerator (paper rows: "-")."""
     paper = paper_figure4(PAPER["figure4_latency"])
     rows = []
     for key, d in PAPER["figure4_latency"]["devices"].items():
@@ -76,7 +77,7 @@ def figure4_rows(grid: dict, device: str, tokens_per_step: dict[int, float] | No
                      "overhead N=16": _fmt(over.get(16)), "overhead N=32": _fmt(over.get(32)),
                      "speedup N=32": _fmt(dev["speedup"].get(32), "x"),
                      "best N (speedup)": f"{best} ({dev['speedup'][best]:.2f}x)", "vs fastest AR": "-",
-                     "source": "paper"})
+                     **({"best N (miniature's tokens/step)": "-"} if tokens_per_step else {}), "source": "paper"})
     for name, d in projected(grid, tokens_per_step).items():
         r = d["by_n"]
         rows.append({"device": f"{device}: {name}", "AR call ms": round(d["ar_ms"], 2),
@@ -85,8 +86,17 @@ def figure4_rows(grid: dict, device: str, tokens_per_step: dict[int, float] | No
                      "best N (speedup)": f"{d['best_n']} ({d['best_speedup']:.2f}x)" if d["best_n"] else "-",
                      "vs fastest AR": _fmt(max((x["paper_vs_fastest_ar"] for x in r.values()
                                                 if x["paper_vs_fastest_ar"]), default=None), "x"),
+                     **({"best N (miniature's tokens/step)": _best(r, "mini_speedup")} if tokens_per_step else {}),
                      "source": "measured overhead x paper tokens/step"})
     return rows
+
+
+def _best(rows: dict, key: str) -> str:
+    scored = [n for n in rows if rows[n][key]]
+    if not scored:
+        return "-"
+    n = max(scored, key=lambda k: rows[k][key])
+    return f"{n} ({rows[n][key]:.2f}x)"
 
 
 def _at(rows: dict, n: int, alt: int, key: str):
