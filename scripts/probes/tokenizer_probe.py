@@ -24,8 +24,8 @@ Per level k (train = the pretrain role, held out = pretrain_val, both all six la
 Held-out CE of any model trained on train frames bounds the true conditional entropy from above; the plug-in
 estimates on train bound it (roughly) from below. Bits throughout; c0's text CE also in nats.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -u scripts/probes/tokenizer_probe.py --cache-dir /work/scratch23/cache/mini \
-        --out /work/scratch23/probe.json
+    OMP_NUM_THREADS=1 .venv/bin/python -u scripts/probes/tokenizer_probe.py --cache-dir outputs/cache/mini \
+        --out outputs/probes/tokenizer_probe.json
 """
 
 from __future__ import annotations
@@ -560,8 +560,8 @@ def main(argv=None):
     ap.add_argument("--codecs", default="a,b_phone,b_asr,c,d")
     ap.add_argument("--predictors", default="S1,S2,F1,F2")
     ap.add_argument("--train-per-lang", type=int, default=0, help="pretrain clips per language (0: all)")
-    ap.add_argument("--epochs", type=int, default=4, help="epochs of each predictor MLP")
-    ap.add_argument("--rvq-steps", type=int, default=1500)
+    ap.add_argument("--epochs", type=int, default=3, help="epochs of each predictor MLP")
+    ap.add_argument("--rvq-steps", type=int, default=3000)
     ap.add_argument("--rvq-size", type=int, default=256)
     ap.add_argument("--dev-frac", type=float, default=0.05, help="train utterances held for epoch / beta selection")
     ap.add_argument("--seed", type=int, default=0)
