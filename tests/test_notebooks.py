@@ -136,6 +136,9 @@ def test_the_executed_notebooks_hold_no_bars_banners_machine_paths_or_dumps(smok
     machine = [REPO_ROOT, sys.prefix, out]
     problems = []
     for path in sorted((out / "smoke").glob("*.ipynb")):
-        found = output_problems(nbformat.read(path, as_version=4), machine, parameter_paths=[REPO_ROOT, sys.prefix])
+        nb = nbformat.read(path, as_version=4)
+        found = output_problems(nb, machine, parameter_paths=[REPO_ROOT, sys.prefix])
+        found += [f"metadata papermill.{k} is a machine path: {v}" for k, v in nb.metadata["papermill"].items()
+                  if k.endswith("_path") and any(str(m) in str(v) for m in machine)]
         problems += [f"{path.name} {p}" for p in found]
     assert problems == [], "\n".join(problems)

@@ -21,6 +21,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from helpers.artifacts import atomic_write
 from helpers.experiment.metrics import run_info, update_metrics
 from helpers.experiment.progress import LogTail, ProgressLine
 from helpers.experiment.params import REPO_ROOT, ParamsError, load_params, parse_override
@@ -153,10 +154,25 @@ def main(argv=None) -> int:
                   f"partial output: {target}\nlog: {log}", file=sys.stderr)
             return 1
         seconds = time.time() - start
+        relative_paths(target, P)
         update_metrics(P, {"run": {"wall_s": {nb.stem: round(seconds, 1)}}})
         line.close(f"ok ({seconds:.0f} s)")
     print(f"done in {(time.time() - total) / 60:.1f} min: {out}/report.md, {out}/metrics.json")
     return 0
+
+
+def relative_paths(notebook: Path, P) -> None:
+    """The executed notebook's papermill metadata names its input and output as the notebooks show paths (relative
+    to the project, or to the run's folders), not as this machine's absolute paths."""
+    import nbformat
+
+    from helpers.experiment.setup import shown_path
+    nb = nbformat.read(notebook, as_version=4)
+    meta = nb.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if meta.get(key):
+            meta[key] = shown_path(meta[key], P)
+    atomic_write(notebook, lambda tmp: nbformat.write(nb, str(tmp)))
 
 
 if __name__ == "__main__":
