@@ -105,3 +105,16 @@ def test_a_cell_tagged_long_output_may_be_long():
     long = stream("row\n" * (SCREEN_LINES + 1))
     assert output_problems(notebook(long, tags=["long-output"])) == []
     assert output_problems(notebook(long))
+
+
+def test_the_committed_reference_notebooks_read_clean():
+    """outputs/mini-reference/ is what a visitor reads first: no bars, banners, long dumps, uncaptioned figures, or
+    absolute paths anywhere in the files (outputs, parameters, papermill metadata)."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent / "outputs" / "mini-reference"
+    notebooks = sorted(root.glob("*.ipynb"))
+    assert [p.stem[:2] for p in notebooks] == [f"{i:02d}" for i in range(9)]
+    for path in notebooks:
+        assert output_problems(nbformat.read(path, as_version=4), [Path("/work"), Path("/root"), Path("/home")]) == [], path.name
+        assert not re.search(r'"(/work|/root|/home|/tmp)/', path.read_text()), path.name
