@@ -14,13 +14,14 @@ from helpers.experiment import stages
 from helpers.experiment.backend_factory import backend, sampler
 from helpers.experiment.params import RunParams
 from helpers.measure.deployments import DEPLOYMENTS, call_grid, call_phases, deployed, deployment_frames
+from helpers.method.kernels import fits
 from helpers.method.sampling import frame_uniforms
 from helpers.method.tree import SparseTree
 
 
-def usable_deployments(hidden_size: int, names=DEPLOYMENTS) -> list[str]:
-    """The deployments a code predictor of this width can run (w8a16's CPU kernel needs widths in blocks of 16)."""
-    return [n for n in names if not (DEPLOYMENTS[n][1] == "w8a16" and hidden_size % 16)]
+def usable_deployments(*widths: int, names=DEPLOYMENTS) -> list[str]:
+    """The deployments whose kernel takes a code predictor of these input widths (`kernels.fits`)."""
+    return [n for n in names if fits(DEPLOYMENTS[n][1], *widths)]
 
 
 @torch.no_grad()
@@ -32,7 +33,7 @@ def deployment_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.T
     compiled_sizes: N of the compiled (inductor) loops beside the eager ones, dense deployments only (~1 min each)."""
     b = backend(P)
     drafter = stages.drafters(P).drafters[stages.main_drafter(P)]
-    names = usable_deployments(b.predictor.hidden_size)
+    names = usable_deployments(b.predictor.hidden_size, b.predictor.config.intermediate_size)
     systems = deployed(b.model.talker, drafter, P.depth, names)
     calls = call_grid(systems, trees, warmup, rounds, seed=seed)
     u = frame_uniforms(torch.Generator().manual_seed(seed), b.predictor.num_codes, batch=g.shape[0])

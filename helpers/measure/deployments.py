@@ -14,7 +14,6 @@ share it) and their drafters. Then, in one process, every deployment interleaved
 
 from __future__ import annotations
 
-import random
 import time
 
 import numpy as np
@@ -85,18 +84,11 @@ def call_grid(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int
                 fn = compiler(gathered, [])
                 fn(*inputs)                                      # compiled here, booked apart
                 calls[f"{name}+inductor", n] = lambda fn=fn, inputs=inputs: fn(*inputs)
-    devices = {p.device for p, _ in systems.values()}
-    sync = device_sync(next(iter(devices)))
+    sync = device_sync(next(iter(systems.values()))[0].device)
     times = {key: [] for key in calls}
-    order = random.Random(seed)
-    for r in range(warmup + rounds):
-        for key in order.sample(list(calls), len(calls)):
-            sync()
-            start = time.perf_counter()
-            calls[key]()
-            sync()
-            if r >= warmup:
-                times[key].append(time.perf_counter() - start)
+    for _, _, seconds in interleaved(rounds, lambda _: calls, warmup, seed, sync):    # a round: every call once
+        for key, s in seconds.items():
+            times[key].append(s)
     out = {"rounds": rounds, "warmup": warmup, "t": t}
     for name in dict.fromkeys(key for key, _ in calls):
         ar = float(np.median(times[name, 0])) * 1e3
@@ -235,13 +227,10 @@ def call_phases(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Spa
 
         jobs[n] = (step.q, call, projections)
     samples = {n: [] for n in jobs}
-    order = random.Random(seed)
-    keys = [(n, i) for n in jobs for i in (1, 2)]
-    for r in range(warmup + rounds):
-        for n, i in order.sample(keys, len(keys)):
-            out = jobs[n][i]()
-            if r >= warmup:
-                samples[n].append(out)
+    runs = {(n, i): jobs[n][i] for n in jobs for i in (1, 2)}        # the clocked call and its projections alone
+    for _, outputs, _ in interleaved(rounds, lambda _: runs, warmup, seed):
+        for (n, _), out in outputs.items():
+            samples[n].append(out)
     result = {}
     for n, (q, _, _) in jobs.items():
         def p50(key):

@@ -44,6 +44,12 @@ def check_kernel(kernel: str, dtype: torch.dtype, device: torch.device) -> None:
         raise ValueError("kernel 'prepacked' needs oneDNN (torch.backends.mkldnn), which this torch build lacks")
 
 
+def fits(kernel: str, *widths: int) -> bool:
+    """Whether `kernel` takes inputs of these widths: w8a16's CPU kernel reads K in blocks of 16 (and crashes
+    otherwise); the others take any width."""
+    return kernel != "w8a16" or all(w % 16 == 0 for w in widths)
+
+
 def int8_per_channel(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric per-output-channel int8: W [N, K] -> (W_int8 [N, K], scale [N] float32), W ~ W_int8 * scale."""
     w = weight.detach().float()
@@ -63,7 +69,7 @@ class _Prepacked:
 class _W8A16:
     def __init__(self, weight: torch.Tensor):
         self.in_features = weight.shape[1]
-        if self.in_features % 16:                   # the CPU kernel reads K in blocks of 16 (and crashes otherwise)
+        if not fits("w8a16", self.in_features):
             raise ValueError(f"kernel 'w8a16' needs an input width that is a multiple of 16, got {self.in_features}")
         self.weight, scale = int8_per_channel(weight)
         self.scale = scale.to(torch.bfloat16)
@@ -119,4 +125,4 @@ def effective_weight(linear: Linear | torch.Tensor) -> torch.Tensor:
     if isinstance(linear, torch.Tensor):
         return linear.t()
     dtype = torch.float32 if isinstance(linear, _W8A8) else torch.bfloat16
-    return linear(torch.eye(in_features(linear), dtype=dtype)).t()
+    return linear(torch.eye(in_features(linear), dtype=dtype, device="cpu")).t()       # the kernels are CPU kernels

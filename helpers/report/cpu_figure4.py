@@ -55,8 +55,7 @@ def projected(grid: dict, tokens_per_step: dict[int, float] | None = None) -> di
                        "mini_speedup": mini / (1 + r["overhead"]) if mini else None,
                        "paper_vs_fastest_ar": paper * fastest_ar / r["call_ms"] if paper else None}
         key = "paper_speedup" if any(r["paper_speedup"] for r in rows.values()) else "mini_speedup"
-        scored = [n for n in rows if rows[n][key]]
-        best = max(scored, key=lambda n: rows[n][key]) if scored else None
+        best = _argmax(rows, key)
         out[name] = {"ar_ms": d["ar_ms"], "by_n": rows, "best_n": best, "best_by": key,
                      "best_speedup": rows[best][key] if best else None}
     return out
@@ -91,12 +90,15 @@ def figure4_rows(grid: dict, device: str, tokens_per_step: dict[int, float] | No
     return rows
 
 
-def _best(rows: dict, key: str) -> str:
+def _argmax(rows: dict, key: str) -> int | None:
+    """The N whose row has the largest `key` (rows without one left out), None if none has it."""
     scored = [n for n in rows if rows[n][key]]
-    if not scored:
-        return "-"
-    n = max(scored, key=lambda k: rows[k][key])
-    return f"{n} ({rows[n][key]:.2f}x)"
+    return max(scored, key=lambda n: rows[n][key]) if scored else None
+
+
+def _best(rows: dict, key: str) -> str:
+    n = _argmax(rows, key)
+    return "-" if n is None else f"{n} ({rows[n][key]:.2f}x)"
 
 
 def _at(rows: dict, n: int, alt: int, key: str):
@@ -128,6 +130,19 @@ def overhead_figure(grid: dict, device: str):
     return fig
 
 
+def frames_rows(frames: dict) -> list[dict]:
+    """`measure.deployments.deployment_frames`'s systems as table rows, fastest first."""
+    return [{"system": k, "frame ms": round(v["frame_ms"], 3), "tokens/step": v["tokens_per_step"]}
+            for k, v in sorted(frames["systems"].items(), key=lambda kv: kv[1]["frame_ms"])]
+
+
+def identical_sentence(frames: dict) -> str:
+    """How many speculative frames of each deployment equal its own AR frames (same uniforms), as a sentence."""
+    return ("Speculative frames equal to the same deployment's AR frames (same uniforms): "
+            + "; ".join(f"{name} " + ", ".join(f"N = {n}: {v} of {frames['frames']}" for n, v in same["spec"].items())
+                        for name, same in frames["identical"].items()) + ".")
+
+
 def report_lines(m: dict) -> list[str]:
     """report.md's sections from metrics: "figure4_cpu" (Figure 4 for this CPU beside the paper's devices) and
     "deployments" (the miniature's whole frames per deployment)."""
@@ -151,12 +166,8 @@ def report_lines(m: dict) -> list[str]:
     dep = m.get("deployments")
     if dep:
         fr = dep["frames"]
-        rows = [{"system": k, "frame ms": round(v["frame_ms"], 3), "tokens/step": v["tokens_per_step"]}
-                for k, v in sorted(fr["systems"].items(), key=lambda kv: kv[1]["frame_ms"])]
-        out += [f"## The miniature in every deployment ({dep['device']})", "", markdown(rows), "",
+        out += [f"## The miniature in every deployment ({dep['device']})", "", markdown(frames_rows(fr)), "",
                 f"Fastest AR loop {fr['fastest_ar']}, fastest speculative loop {fr['fastest_spec']}: "
-                f"{fr['ratios']['spec_over_ar']:.2f}x; fastest official generate {fr['official']}. Speculative frames "
-                f"equal to the same deployment's AR frames: "
-                + "; ".join(f"{name} " + ", ".join(f"N={n} {v}/{fr['frames']}" for n, v in same["spec"].items())
-                            for name, same in fr["identical"].items()) + ".", ""]
+                f"{fr['ratios']['spec_over_ar']:.2f}x; fastest official generate {fr['official']}. "
+                + identical_sentence(fr), ""]
     return out

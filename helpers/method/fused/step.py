@@ -52,27 +52,27 @@ class FusedStep(nn.Module):
             raise ValueError(f"tree depth {self.depth} exceeds the drafter's K={drafter.depth}")
         # depth groups: nodes are sorted by depth, so depth d occupies query[start_d:end_d]
         self.groups = [(d, depth.index(d), len(depth) - depth[::-1].index(d)) for d in range(self.depth + 1)]
-        d = torch.tensor(depth)
-        t = torch.arange(n)[:, None]                                                 # rows: root position t
         device = core.heads.device
+        d = torch.tensor(depth, device=device)
+        t = torch.arange(n, device=device)[:, None]                                  # rows: root position t
         # code position of each token t + d -> row offset of its table E_{t+d} in the stacked tables
         self.register_buffer("emb_offset", ((t + d).clamp(1, n) - 1) * core.vocab, persistent=False)   # [15, q]
         self.register_buffer("position", t + 1 + d, persistent=False)                # [15, q] RoPE positions
-        cache_visible = (torch.arange(core.slots)[None, None] < t[:, :, None] + 1).expand(n, self.q, -1)
-        tree_mask = tree.mask if tree is not None else torch.ones(1, 1, dtype=torch.bool)
+        cache_visible = (torch.arange(core.slots, device=device)[None, None] < t[:, :, None] + 1).expand(n, self.q, -1)
+        tree_mask = tree.mask.to(device) if tree is not None else torch.ones(1, 1, dtype=torch.bool, device=device)
         visible = torch.cat((cache_visible, tree_mask[None].expand(n, -1, -1)), dim=-1)   # [15, q, S + q]
         self.register_buffer("visible", visible, persistent=False)
         medusa = self.fused_drafts and isinstance(drafter, MedusaHeads)
         window = self.depth + 1 + (0 if medusa or not self.fused_drafts else self.depth)
         self.window = window
-        self.register_buffer("head_index", (t + torch.arange(window)).clamp(max=n - 1), persistent=False)
+        self.register_buffer("head_index", (t + torch.arange(window, device=device)).clamp(max=n - 1), persistent=False)
         self.use_views = True           # eager CPU forward reads `rows`; False: always the gather path (graphs)
-        self.register_buffer("medusa_index", (t + torch.arange(self.depth + 1)).clamp(max=n - 1), persistent=False)
+        self.register_buffer("medusa_index", (t + torch.arange(self.depth + 1, device=device)).clamp(max=n - 1),
+                             persistent=False)
         self.medusa = medusa
         self.t_inputs = [torch.tensor([i], device=device) for i in range(n)]        # the `t` input, prebuilt
         self._offsets_source = drafter.offsets if self.fused_drafts and not medusa else None
         self._offsets_key = None
-        self.to(device)
         self._tables()
         self._offsets()
 
