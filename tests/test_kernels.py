@@ -11,7 +11,7 @@ from helpers.method.compiled import CompiledAR
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import make_drafter
 from helpers.method.fused import FusedStep, shared_core
-from helpers.method.kernels import KERNELS, check_kernel, effective_weight, int8_per_channel, make_linear
+from helpers.method.kernels import KERNELS, check_kernel, effective_weight, fits, int8_per_channel, make_linear
 from helpers.method.parity import code_parity
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampling import SamplerConfig, frame_uniforms
@@ -56,6 +56,7 @@ def test_a_kernel_refuses_what_it_cannot_run():
         make_linear(_weight(), "prepacked")
     with pytest.raises(ValueError, match="'w8a8' runs a float32 code predictor, this one is bfloat16"):
         check_kernel("w8a8", torch.bfloat16, torch.device("cpu"))
+    assert fits("w8a16", 64, 3072) and not fits("w8a16", 64, 40) and fits("w8a8", 40)
     with pytest.raises(ValueError, match="'w8a16' needs an input width that is a multiple of 16, got 40"):
         make_linear(_weight(shape=(48, 40)).bfloat16(), "w8a16")
     with pytest.raises(ValueError, match="'w8a16' is a CPU kernel, the code predictor is on cuda"):
