@@ -111,17 +111,49 @@ def test_speech_and_codec_are_deterministic(built):
     first, second = speak_all(items), speak_all(items)
     assert all(np.array_equal(a.audio, b.audio) and a.phonemes == b.phonemes for a, b in zip(first, second))
     feats = [mini.codec.features(s.audio) for s in first]
-    cfg = CodecConfig(sizes=(16,) + (4,) * 15, pca_dim=16, kmeans_iters=3)
-    c1, c2 = fit_codec(feats, cfg), fit_codec(feats, cfg)
-    assert all(np.array_equal(c1.encode_features(f), c2.encode_features(f)) for f in feats)
-    assert np.array_equal(mini.codec.encode(first[0].audio), mini.items["pretrain"][0].codes.numpy())
+    phonemes = [s.phonemes for s in first]
+    cfg = CodecConfig(sizes=(256,) + (4,) * 15, pca_dim=16, kmeans_iters=3)
+    c1, c2 = fit_codec(feats, cfg, phonemes), fit_codec(feats, cfg, phonemes)
+    assert all(np.array_equal(c1.encode_features(f, p), c2.encode_features(f, p)) for f, p in zip(feats, phonemes))
+    assert np.array_equal(mini.codec.encode(first[0].audio, first[0].phonemes), mini.items["pretrain"][0].codes.numpy())
+
+
+def test_semantic_c0_is_the_frame_phoneme(built, tmp_path):
+    """c0 of the default codec is the phoneme at the frame (one code per symbol of the text vocabulary, its codeword
+    the phoneme's mean latent), the residual stages code what it leaves, and the codec reads back the same."""
+    mini, _, _ = built
+    codec = mini.codec
+    assert codec.config.c0 == "phoneme" and codec.sizes[0] == len(codec.symbols) <= SMOKE.model.codec_size
+    assert codec.symbols == sorted({p for role in mini.items.values() for it in role for p in it.phonemes})
+    for it in mini.items["evaluation"][:3]:
+        assert [codec.symbols[c] for c in it.codes[:, 0].tolist()] == it.phonemes
+    errors = mini.history["stage_errors"]["pretrain_val"]
+    assert errors[16] < errors[1] < errors[0]                       # the acoustic stages refine the phoneme's mean
+    codec.save(tmp_path / "c.safetensors")
+    again = type(codec).load(tmp_path / "c.safetensors")
+    item = mini.items["pretrain"][1]
+    assert again.symbols == codec.symbols and np.array_equal(again.encode(mini.audio(item), item.phonemes),
+                                                              item.codes.numpy())
+    with pytest.raises(ValueError, match="pass one phoneme per frame"):
+        codec.encode(mini.audio(item))
+    with pytest.raises(ValueError, match="phonemes outside the codec's c0 symbols"):
+        codec.encode(mini.audio(item), ["not-a-phoneme"] * item.codes.shape[0])
+    feats = [codec.features(mini.audio(it)) for it in mini.items["pretrain"][:4]]
+    with pytest.raises(ValueError, match="a phoneme c0 needs one phoneme per frame"):
+        fit_codec(feats, SMOKE.codec)
+    with pytest.raises(ValueError, match=r"number at most sizes\[0\]=4"):
+        fit_codec(feats, CodecConfig(sizes=(4,) * 16), [it.phonemes for it in mini.items["pretrain"][:4]])
+    with pytest.raises(ValueError, match="c0 must be one of phoneme, kmeans"):
+        CodecConfig(c0="text")
+    with pytest.raises(ValueError, match="need model.codec_size >= that"):
+        replace(SMOKE, model=replace(SMOKE.model, codec_size=32))
 
 
 def test_residual_design_quantises_the_whole_residual(built):
     """design="residual": every stage codes all components (a plain RVQ of one latent); the error still falls."""
     mini, _, _ = built
     feats = [mini.codec.features(mini.audio(it)) for it in mini.items["pretrain"][:12]]
-    cfg = CodecConfig(sizes=(16,) + (4,) * 15, pca_dim=16, kmeans_iters=3, design="residual")
+    cfg = CodecConfig(sizes=(16,) + (4,) * 15, pca_dim=16, kmeans_iters=3, design="residual", c0="kmeans")
     codec = fit_codec(feats, cfg)
     assert all(np.array_equal(d, np.arange(16)) for d in codec.dims)
     errors = codec.stage_errors(np.concatenate(feats))

@@ -10,7 +10,7 @@ from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import MedusaHeads, PositionOffsets, PreNormOffsets, ReusedHeads
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
-from helpers.method.training import TeacherForcedHidden, TrainConfig, train_drafter
+from helpers.method.training import TeacherForcedHidden, TrainConfig, held_out_loss, train_drafter, train_with_sweep
 
 SPEC = TinyTalkerSpec(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, vocab_size=64,
                       talker_hidden_size=64, logit_scale=10.0, position_ramp=0.5)
@@ -65,6 +65,54 @@ def test_prenorm_reads_the_residual_from_one_extraction(data):
     assert torch.equal(trained[0].b, trained[1].b) and not torch.equal(trained[0].b, start)
 
 
+def test_medusa_batched_loss_equals_the_per_head_loss():
+    """MedusaHeads.loss (one product over every head) is the drafters' common per-(t, j) loss, value and gradient."""
+    cp = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=torch.float64))
+    medusa = MedusaHeads(cp)
+    with torch.no_grad():
+        medusa.heads.add_(0.1 * torch.randn(medusa.heads.shape, generator=torch.Generator().manual_seed(1),
+                                            dtype=torch.float64))
+    gen = torch.Generator().manual_seed(2)
+    h, codes = torch.randn(64, 15, 64, generator=gen, dtype=torch.float64), torch.randint(0, 64, (64, 16), generator=gen)
+    grads = []
+    for loss in (medusa.loss, lambda *a: ReusedHeads.loss(medusa, *a)):
+        medusa.zero_grad()
+        value = loss(h, codes)
+        value.backward()
+        grads.append((value.detach(), medusa.heads.grad.clone()))
+    assert torch.allclose(grads[0][0], grads[1][0], rtol=1e-12) and torch.allclose(grads[0][1], grads[1][1], atol=1e-12)
+
+
+def test_early_stopping_keeps_the_best_held_out_epoch(data):
+    """With patience, training stops once the held-out loss stops falling and the kept weights are the best epoch's:
+    their held-out loss is the lowest recorded, and recomputing it on the returned drafter gives that number."""
+    cp, _, _, _, codes, h = data
+    train, held = slice(0, 600), slice(3000, 3300)
+    medusa = MedusaHeads(cp)
+    cfg = TrainConfig(epochs=30, lr=3e-3, patience=2)
+    result = train_drafter(medusa, h[train], codes[train], cfg, progress=False, val=(h[held], codes[held]))
+    epochs = len(result.val_loss) - 1
+    assert epochs < 30 and epochs - result.best_epoch == 2                # it stopped, two epochs after its best
+    assert len(result.loss_history) == epochs * 19
+    assert result.val_loss[result.best_epoch] == min(result.val_loss) < result.val_loss[0]
+    assert held_out_loss(medusa, h[held], codes[held]) == pytest.approx(result.val_loss[result.best_epoch], rel=1e-6)
+    fixed = train_drafter(MedusaHeads(cp), h[train], codes[train], TrainConfig(epochs=2, lr=3e-3), progress=False,
+                          val=(h[held], codes[held]))
+    assert fixed.best_epoch == 2 and len(fixed.val_loss) == 3             # no patience: every epoch, the last kept
+
+
+def test_learning_rate_sweep_keeps_the_lowest_held_out_loss(data):
+    cp, _, _, _, codes, h = data
+    train, held = slice(0, 600), slice(3000, 3300)
+    cfg = TrainConfig(epochs=6, patience=1)
+    drafter, sweep = train_with_sweep(lambda: PositionOffsets(cp), h[train], codes[train], cfg, [1e-5, 1e-2],
+                                      (h[held], codes[held]))
+    assert sweep.lr == 1e-2 and sweep.best_val[1e-2] < sweep.best_val[1e-5]        # 1e-5 hardly moves b
+    assert held_out_loss(drafter, h[held], codes[held]) == pytest.approx(sweep.best_val[1e-2], rel=1e-6)
+    with pytest.raises(ValueError, match="at least one learning rate"):
+        train_with_sweep(lambda: PositionOffsets(cp), h, codes, cfg, [], (h[held], codes[held]))
+
+
 def test_training_input_errors(data):
     cp, _, _, _, codes, h = data
     with pytest.raises(ValueError, match="has no trainable parameters"):
@@ -73,6 +121,8 @@ def test_training_input_errors(data):
         train_drafter(PositionOffsets(cp), h[:, :5], codes)
     with pytest.raises(ValueError, match="lr must be > 0"):
         TrainConfig(lr=0)
+    with pytest.raises(ValueError, match="early stopping .* needs held-out data"):
+        train_drafter(PositionOffsets(cp), h, codes, TrainConfig(patience=2))
 
 
 def test_added_parameter_counts(data):

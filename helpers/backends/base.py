@@ -68,6 +68,11 @@ class Backend:
         """Entries of the codec's codebooks c1..c15 (the predictor's vocabulary unless the codec says otherwise)."""
         return [self.predictor.vocab_size] * self.predictor.num_codes
 
+    @property
+    def code_sizes(self) -> list[int]:
+        """Entries of all 16 codebooks, c0 (the talker's) first."""
+        return [self.predictor.vocab_size] + self.codebook_sizes
+
     # -- data, audio and ASR: the backend's own -------------------------------------------------
     def samples(self, role: str) -> list[Sample]:
         raise NotImplementedError

@@ -78,9 +78,13 @@ class RunParams:
     # drafters and trees
     depth: int = 3
     drafters: list[str] = field(default_factory=lambda: list(DRAFTER_KINDS))
-    drafter_epochs: int = 1
+    drafter_epochs: int = 1                 # passes; with drafter_patience > 0 the most passes
     drafter_lr: float = 1e-3
     drafter_batch_size: int = 32
+    drafter_patience: int = 0               # 0: the paper's fixed epochs; n: early stopping on validation after n
+                                            # epochs without a lower held-out loss (the best epoch's weights kept)
+    drafter_lr_sweep: list[float] = field(default_factory=list)   # learning rates tried (the best held-out loss
+                                            # kept); empty: drafter_lr alone
     acceptance_width: int = 8
     tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 15, 16, 31, 32, 47, 63, 64])   # + N + 1 = 16, 32, 48, 64
     tree_size: int = 32
@@ -172,6 +176,9 @@ class RunParams:
             raise ParamsError(f"tree_size={self.tree_size} must be one of tree_sizes={self.tree_sizes}")
         if self.depth > 14:
             raise ParamsError(f"depth={self.depth} must be in 1..14 (15 codes per frame)")
+        if self.drafter_patience < 0 or any(not float(lr) > 0 for lr in self.drafter_lr_sweep):
+            raise ParamsError(f"drafter_patience must be >= 0 (got {self.drafter_patience}) and every learning rate of "
+                              f"drafter_lr_sweep > 0 (got {self.drafter_lr_sweep})")
         if not 0.0 < self.top_p <= 1.0 or not self.temperature > 0 or not self.drafter_lr > 0:
             raise ParamsError(f"top_p must be in (0, 1] (got {self.top_p}), temperature > 0 (got {self.temperature}), "
                               f"drafter_lr > 0 (got {self.drafter_lr})")

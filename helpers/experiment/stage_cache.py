@@ -16,7 +16,8 @@ from helpers.experiment.params import RunParams
 STAGE_FIELDS = {
     "data": ("backend", "mini_preset", "mini_build_seed", "model_id_or_path", "dtype", "attn_implementation", "seed", "languages",
              "train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language"),
-    "drafters": ("inner_loop_dtype", "depth", "drafters", "drafter_epochs", "drafter_lr", "drafter_batch_size", "acceptance_width"),
+    "drafters": ("inner_loop_dtype", "depth", "drafters", "drafter_epochs", "drafter_lr", "drafter_batch_size", "drafter_patience",
+                 "drafter_lr_sweep", "acceptance_width"),
     "calibration": ("top_k", "top_p", "temperature", "tree_sizes", "ceiling_frames"),
     "evaluation": ("tree_size",),
     "wer": ("wer_seeds",),               # the quality stage (`helpers.experiment.quality`); its artifacts' name

@@ -12,6 +12,7 @@ The backend comes from `helpers.experiment.backend_factory`, the ideal drafter's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -32,7 +33,7 @@ from helpers.method.main_drafter import choose_main_drafter
 from helpers.method.parity import CodeParity, FrameComparison, code_parity, compare_frames
 from helpers.method.predictor import CodePredictor
 from helpers.method.replay import Replay, replay_calls
-from helpers.method.training import TeacherForcedHidden, TrainConfig, train_drafter
+from helpers.method.training import TeacherForcedHidden, TrainConfig, train_with_sweep
 from helpers.method.tree import SparseTree
 
 CALIBRATION_SEED = 10_000            # calibration synthesis seeds: P.seed + CALIBRATION_SEED + index
@@ -104,6 +105,8 @@ class TrainedDrafters:
     drafters: dict[str, Drafter]
     loss_history: dict[str, list[float]]           # per training step
     validation: dict[str, list[list[float]]]       # a[d][r] on teacher-forced validation
+    training: dict[str, dict]                      # per trained drafter: lr (the sweep's pick), best_epoch, val_loss
+                                                   # (held-out summed CE per frame, per epoch), sweep {lr: loss}
 
 
 def drafters(P: RunParams, progress: bool = True) -> TrainedDrafters:
@@ -113,15 +116,20 @@ def drafters(P: RunParams, progress: bool = True) -> TrainedDrafters:
     def build(folder):
         _, h, codes = teacher_forced(P, "train")
         _, h_val, codes_val = teacher_forced(P, "validation")
-        history, validation = {}, {}
+        history, validation, training = {}, {}, {}
+        cfg = TrainConfig(P.drafter_epochs, P.drafter_lr, P.drafter_batch_size, P.seed, P.drafter_patience)
         for kind in P.drafters:
-            d = make_drafter(kind, predictor, P.depth)
+            make = partial(make_drafter, kind, predictor, P.depth)
+            d = make()
             if list(d.parameters()):
-                cfg = TrainConfig(P.drafter_epochs, P.drafter_lr, P.drafter_batch_size, P.seed)
-                history[kind] = train_drafter(d, h, codes, cfg, progress=progress).loss_history
+                d, sweep = train_with_sweep(make, h, codes, cfg, P.drafter_lr_sweep or [P.drafter_lr],
+                                            (h_val, codes_val), progress)
+                history[kind] = sweep.result.loss_history
+                training[kind] = dict(lr=sweep.lr, best_epoch=sweep.result.best_epoch,
+                                      val_loss=sweep.result.val_loss, sweep=sweep.best_val)
                 save_tensors(folder / f"{kind}.safetensors", d.state_dict())
             validation[kind] = acceptance_table(d, h_val.for_drafter(d)[:], codes_val, P.acceptance_width).tolist()
-        save_json(folder / "history.json", {"loss_history": history, "validation": validation})
+        save_json(folder / "history.json", {"loss_history": history, "validation": validation, "training": training})
 
     def load(folder):
         out = {}
@@ -131,7 +139,7 @@ def drafters(P: RunParams, progress: bool = True) -> TrainedDrafters:
                 d.load_state_dict(load_tensors(folder / f"{kind}.safetensors"))
             out[kind] = d                                  # parameters stay in their master dtype
         h = load_json(folder / "history.json")
-        return TrainedDrafters(out, h["loss_history"], h["validation"])
+        return TrainedDrafters(out, h["loss_history"], h["validation"], h["training"])
 
     return cached(P, "drafters", build, load)
 

@@ -145,6 +145,17 @@ class MedusaHeads(Drafter):
     def head_weight(self, t: int, j: int) -> torch.Tensor:
         return self.heads[t - 1, j - 1]
 
+    def loss(self, h: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+        """`Drafter.loss` in one batched product over every (t, j): indexing one head at a time would fill a
+        gradient of all 15 K heads per head (the step about 20x slower). h [B, 15, H], codes [B, 16] -> scalar."""
+        h = h.to(self.master_dtype)
+        t = torch.arange(1, self.num_codes + 1, device=h.device)[:, None]
+        target = t + torch.arange(1, self.depth + 1, device=h.device)[None]      # [15, K]: code index t + j
+        valid = target <= self.num_codes
+        logits = torch.einsum("bth,tjvh->btjv", h, self.heads)                 # [B, 15, K, V]
+        labels = codes[:, target.clamp(max=self.num_codes)]                    # [B, 15, K]
+        return F.cross_entropy(logits[:, valid].flatten(0, 1), labels[:, valid].flatten(), reduction="sum") / h.shape[0]
+
 
 DRAFTERS = {cls.kind: cls for cls in (ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads)}
 OFFSET_KINDS = ("offsets", "offsets_prenorm")       # the two places the offsets can enter (the ablation)

@@ -2,27 +2,31 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from tqdm.auto import tqdm
 
 from helpers.method.drafters import Drafter
-from helpers.method.checks import positive_int
+from helpers.method.checks import int_at_least, positive_int
 
 
 @dataclass
 class TrainConfig:
-    """The paper's recipe: Adam, lr 1e-3, batch 32."""
+    """The paper's recipe: Adam, lr 1e-3, batch 32, `epochs` passes. With `patience` > 0 (and held-out data),
+    `epochs` is the most passes: training stops once `patience` epochs in a row bring no lower held-out loss, and
+    the weights of the best epoch are kept (early stopping, as the Medusa and EAGLE recipes train their heads)."""
 
     epochs: int = 1
     lr: float = 1e-3
     batch_size: int = 32
     seed: int = 0
+    patience: int = 0
 
     def __post_init__(self):
         for name in ("epochs", "batch_size"):
             positive_int(name, getattr(self, name))
+        int_at_least("patience", self.patience, 0)
         if not float(self.lr) > 0:
             raise ValueError(f"lr must be > 0, got {self.lr!r}")
 
@@ -54,28 +58,60 @@ class TeacherForcedHidden:
 @dataclass
 class TrainResult:
     loss_history: list[float] = field(default_factory=list)   # per step, summed CE per frame
+    val_loss: list[float] = field(default_factory=list)       # held-out summed CE per frame: before training, per epoch
+    best_epoch: int | None = None                             # the epoch whose weights were kept (0: untrained)
+                                                              # (the last, without early stopping)
+
+
+MATERIALISE_BYTES = 1 << 30      # a TeacherForcedHidden up to this size is computed once, not once per batch
+
+
+def materialised(h):
+    """h as a tensor where it fits in MATERIALISE_BYTES (computed once: every epoch then reads it), else as given."""
+    if isinstance(h, TeacherForcedHidden) and h.shape.numel() * h.g.element_size() <= MATERIALISE_BYTES:
+        return torch.cat([h[i:i + 4096] for i in range(0, h.shape[0], 4096)])
+    return h
+
+
+@torch.no_grad()
+def held_out_loss(drafter: Drafter, h, codes: torch.Tensor, batch: int = 1024) -> float:
+    """Summed draft CE per frame on held-out h [B, 15, H] (tensor or `TeacherForcedHidden`), codes [B, 16]."""
+    drafter.eval()
+    total = sum(float(drafter.loss(h[i:i + batch], codes[i:i + batch])) * len(codes[i:i + batch])
+                for i in range(0, len(codes), batch))
+    return total / len(codes)
 
 
 def train_drafter(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, cfg: TrainConfig = TrainConfig(),
-                  progress: bool = True) -> TrainResult:
+                  progress: bool = True, val: tuple | None = None) -> TrainResult:
     """Minimise the summed draft cross-entropy. h [B, 15, H] (a tensor or `TeacherForcedHidden`), codes [B, 16].
 
-    h: what the drafter reads (r for a `prenorm` drafter: a `TeacherForcedHidden` gives it by itself)."""
+    h: what the drafter reads (r for a `prenorm` drafter: a `TeacherForcedHidden` gives it by itself).
+    val: held-out (h, codes): the loss after every epoch (`result.val_loss`); early stopping (`cfg.patience`) needs it."""
     if isinstance(h, TeacherForcedHidden):
         h = h.for_drafter(drafter)
+    if val is not None and isinstance(val[0], TeacherForcedHidden):
+        val = (materialised(val[0].for_drafter(drafter)), val[1])
+    if cfg.patience and val is None:
+        raise ValueError("early stopping (patience > 0) needs held-out data: val=(h, codes)")
     params = [p for p in drafter.parameters() if p.requires_grad]
     if not params:
         raise ValueError(f"the {drafter.kind!r} drafter has no trainable parameters")
     if h.shape[0] != codes.shape[0] or h.shape[1] != drafter.num_codes or codes.shape[1] != drafter.num_codes + 1:
         raise ValueError(f"expected h [B, {drafter.num_codes}, H] and codes [B, {drafter.num_codes + 1}], "
                          f"got {tuple(h.shape)} and {tuple(codes.shape)}")
+    h = materialised(h)
     gen = torch.Generator().manual_seed(cfg.seed)
     optimizer = torch.optim.Adam(params, lr=cfg.lr)
     result = TrainResult()
+    best_state, best = None, 0
+    if val is not None:
+        result.val_loss.append(held_out_loss(drafter, *val))
+        best_state = _copy(drafter)
     steps = cfg.epochs * -(-h.shape[0] // cfg.batch_size)
     bar = tqdm(total=steps, desc=f"train {drafter.kind}", disable=not progress)
-    drafter.train()
-    for _ in range(cfg.epochs):
+    for epoch in range(1, cfg.epochs + 1):
+        drafter.train()
         order = torch.randperm(h.shape[0], generator=gen)
         for start in range(0, h.shape[0], cfg.batch_size):
             idx = order[start:start + cfg.batch_size].to(h.device)
@@ -86,6 +122,43 @@ def train_drafter(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, cfg: T
             result.loss_history.append(float(loss.detach()))
             bar.update(1)
             bar.set_postfix(loss=f"{result.loss_history[-1]:.3f}")
+        if val is not None:
+            result.val_loss.append(held_out_loss(drafter, *val))
+            if result.val_loss[-1] < result.val_loss[best]:
+                best_state, best = _copy(drafter), epoch
+            elif cfg.patience and epoch - best >= cfg.patience:
+                break
     bar.close()
+    if cfg.patience:
+        drafter.load_state_dict(best_state)
+    result.best_epoch = best if cfg.patience else epoch
     drafter.eval()
     return result
+
+
+def _copy(module: torch.nn.Module) -> dict:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+@dataclass
+class SweepResult:
+    lr: float                                   # the learning rate kept (lowest best held-out loss)
+    result: TrainResult                         # its training
+    best_val: dict[float, float]                # lr -> the held-out loss of its kept weights
+
+
+def train_with_sweep(make, h, codes, cfg: TrainConfig, lrs: list[float], val: tuple,
+                     progress: bool = True) -> tuple[Drafter, SweepResult]:
+    """Train a fresh drafter `make()` at each learning rate of `lrs` (early stopping per `cfg`) and keep the one whose
+    kept weights have the lowest held-out loss (ties: the first). h, codes, val as `train_drafter` takes them."""
+    if not lrs:
+        raise ValueError("lrs: at least one learning rate")
+    best = None
+    scores = {}
+    for lr in lrs:
+        drafter = make()
+        r = train_drafter(drafter, h, codes, replace(cfg, lr=float(lr)), progress, val)
+        scores[float(lr)] = r.val_loss[r.best_epoch]
+        if best is None or scores[float(lr)] < scores[best[1]]:
+            best = (drafter, float(lr), r)
+    return best[0], SweepResult(best[1], best[2], scores)

@@ -79,6 +79,11 @@ class MiniBackend(Backend):
         """The miniature codec's own codebook sizes for c1..c15 (smaller than the predictor's vocabulary)."""
         return list(self.mini.codec.sizes[1:])
 
+    @property
+    def code_sizes(self) -> list[int]:
+        """All 16 of the codec's codebook sizes (c0: its phoneme symbols, for the semantic c0)."""
+        return list(self.mini.codec.sizes)
+
     def has_asr(self, lang: str) -> bool:
         return lang == "en"
 

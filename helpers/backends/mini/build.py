@@ -58,6 +58,9 @@ class MiniBuildConfig:
     def __post_init__(self):
         for name in ("pretrain", "pretrain_val", "offsets_train", "offsets_val", "calibration", "evaluation"):
             positive_int(name, getattr(self, name))
+        if max(self.codec.sizes) > self.model.codec_size:
+            raise ValueError(f"codebooks of up to {max(self.codec.sizes)} codes need model.codec_size >= that, got "
+                             f"{self.model.codec_size}")
         for s in self.speakers + (self.eval_speaker,):
             if s not in espeak.SPEAKERS:
                 raise ValueError(f"unknown speaker {s!r}; allowed: {', '.join(espeak.SPEAKERS)}")
@@ -70,8 +73,8 @@ class MiniBuildConfig:
 
 MINI = MiniBuildConfig()
 SMOKE = MiniBuildConfig(pretrain=24, pretrain_val=3, offsets_train=24, offsets_val=6, calibration=6, evaluation=2,
-                        codec=CodecConfig(sizes=(32,) + (8,) * 15, pca_dim=32, kmeans_iters=4),
-                        model=MiniModelSpec(codec_size=32, talker_hidden=64, talker_layers=2, predictor_hidden=64,
+                        codec=CodecConfig(sizes=(256,) + (8,) * 15, pca_dim=32, kmeans_iters=4),
+                        model=MiniModelSpec(codec_size=256, talker_hidden=64, talker_layers=2, predictor_hidden=64,
                                             predictor_layers=2, text_hidden=32),
                         train=MiniTrainConfig(epochs=2, batch_size=8, predictor_steps=20, predictor_batch=64,
                                               val_every=10),
@@ -152,19 +155,22 @@ def _role_audio(folder: Path) -> dict[str, list[np.ndarray]]:
 
 
 def _codec_step(cfg: MiniBuildConfig, speech: Path, folder: Path) -> None:
-    audio = _role_audio(speech)
+    audio, manifest = _role_audio(speech), load_json(speech / "manifest.json")
     feats = {role: [frame_features(a, cfg.codec.n_mels) for a in tqdm(clips, desc=f"features {role}")]
              for role, clips in audio.items()}
-    codec = fit_codec(feats["pretrain"], cfg.codec)
+    phonemes = {role: [r["phonemes"] for r in rows] for role, rows in manifest.items()}
+    symbols = sorted({p for rows in phonemes.values() for utt in rows for p in utt})   # the text's symbols
+    codec = fit_codec(feats["pretrain"], cfg.codec, phonemes["pretrain"], symbols)
     codec.save(folder / "codec.safetensors")
     codes = {}
     for role, fs in feats.items():
-        c = [codec.encode_features(f) for f in fs]
+        c = [codec.encode_features(f, p) for f, p in zip(fs, phonemes[role])]
         codes[f"{role}.codes"] = torch.from_numpy(np.concatenate(c))
         codes[f"{role}.offsets"] = torch.from_numpy(np.cumsum([0] + [len(x) for x in c]))
     save_tensors(folder / "codes.safetensors", codes)
     val = np.concatenate(feats["pretrain_val"])
-    save_json(folder / "stage_errors.json", {"pretrain_val": codec.stage_errors(val)})
+    val_phonemes = [p for utt in phonemes["pretrain_val"] for p in utt]
+    save_json(folder / "stage_errors.json", {"pretrain_val": codec.stage_errors(val, val_phonemes)})
 
 
 def _load_items(speech: Path, codes_folder: Path) -> dict[str, list[Item]]:

@@ -1,0 +1,63 @@
+"""Per-level statistics of a 16-level codec's codes: how much of each level is predictable, and from what.
+
+For every level k (codebook of K_k codes), fitted on training utterances and scored on held-out ones, in bits:
+- `usage`: the plug-in entropy of c_k on the training frames over log2 K_k (1: every code equally often);
+- `H`: the held-out cross-entropy of the smoothed unigram, an estimate of H(c_k);
+- `H_given_lower`: of c_k given the level below in the same frame, c_{k-1} (a smoothed bigram), H(c_k | c_{k-1});
+- `H_given_previous_frame`: of c_k given the same level in the previous frame, H(c_k | c_k of frame f-1).
+What the code predictor reaches given all of c_<k and the talker's state is its own held-out cross-entropy (notebook 01
+shows it beside these). Smoothing: counts plus a Dirichlet prior of strength K_k centred on the unigram, so a context
+seen rarely falls back to the unigram; a smoothed CE is an upper bound of the entropy it estimates.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+LN2 = math.log(2.0)
+
+
+def _unigram(codes: torch.Tensor, size: int) -> torch.Tensor:
+    """Add-0.5 unigram [size] from codes [N]."""
+    counts = torch.bincount(codes, minlength=size)[:size].double()
+    return (counts + 0.5) / (counts.sum() + 0.5 * size)
+
+
+def _conditional_ce(context: torch.Tensor, target: torch.Tensor, held_context: torch.Tensor,
+                    held_target: torch.Tensor, context_size: int, size: int, prior: torch.Tensor) -> float:
+    """Held-out CE (bits) of p(target | context), counts on the training pairs plus size x prior pseudo-counts."""
+    joint = torch.zeros(context_size, size, dtype=torch.float64, device=target.device)
+    joint.index_put_((context, target), torch.ones_like(target, dtype=torch.float64), accumulate=True)
+    p = (joint + size * prior) / (joint.sum(1, keepdim=True) + size)
+    return float(-p[held_context, held_target].log().mean()) / LN2
+
+
+def _previous_frame_pairs(utterances: list[torch.Tensor], k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(c_k of frame f-1, c_k of frame f) over every frame f >= 1 of every utterance ([T, 16] each)."""
+    return (torch.cat([u[:-1, k] for u in utterances]), torch.cat([u[1:, k] for u in utterances]))
+
+
+def level_statistics(train: list[torch.Tensor], held: list[torch.Tensor], sizes: list[int]) -> list[dict]:
+    """One row per level: usage, H, H_given_lower (None for c0), H_given_previous_frame (bits), K.
+
+    train, held: codes per utterance, [T_i, 16] each; sizes: the 16 codebook sizes (codes >= a size are clipped to
+    the last code: a model's out-of-codebook sample, which `encode` never makes)."""
+    if not train or not held:
+        raise ValueError("level_statistics needs training and held-out utterances")
+    clip = torch.tensor([s - 1 for s in sizes], device=train[0].device)
+    train, held = [u.clamp(max=clip) for u in train], [u.clamp(max=clip) for u in held]
+    tr, he = torch.cat(train), torch.cat(held)
+    rows = []
+    for k, size in enumerate(sizes):
+        uni = _unigram(tr[:, k], size)
+        plug = torch.bincount(tr[:, k], minlength=size).double() / len(tr)
+        usage = float(-(plug[plug > 0] * plug[plug > 0].log()).sum()) / math.log(size)
+        lower = None if k == 0 else _conditional_ce(tr[:, k - 1], tr[:, k], he[:, k - 1], he[:, k], sizes[k - 1],
+                                                    size, uni)
+        prev_tr, prev_he = _previous_frame_pairs(train, k), _previous_frame_pairs(held, k)
+        previous = _conditional_ce(*prev_tr, *prev_he, size, size, uni)
+        rows.append(dict(level=k, K=size, usage=usage, H=float(-uni[he[:, k]].log().mean()) / LN2,
+                         H_given_lower=lower, H_given_previous_frame=previous))
+    return rows
