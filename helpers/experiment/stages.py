@@ -126,7 +126,8 @@ def drafters(P: RunParams, progress: bool = True) -> TrainedDrafters:
                                             (h_val, codes_val), progress)
                 history[kind] = sweep.result.loss_history
                 training[kind] = dict(lr=sweep.lr, best_epoch=sweep.result.best_epoch,
-                                      val_loss=sweep.result.val_loss, sweep=sweep.best_val)
+                                      val_loss=sweep.result.val_loss,
+                                      sweep={f"{lr:g}": v for lr, v in sweep.best_val.items()})
                 save_tensors(folder / f"{kind}.safetensors", d.state_dict())
             validation[kind] = acceptance_table(d, h_val.for_drafter(d)[:], codes_val, P.acceptance_width).tolist()
         save_json(folder / "history.json", {"loss_history": history, "validation": validation, "training": training})
