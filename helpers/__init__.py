@@ -15,6 +15,11 @@ Folders by layer, imports running downward only (tests/test_architecture.py chec
 
 import os as _os
 
+from helpers.backends.mini.numerics import BUILD_PINS as _PINS
+
+for _name, _value in _PINS.items():          # before numpy / torch load: every process of the project on one set of
+    _os.environ.setdefault(_name, _value)    # numerical paths (numerics.py), unless the caller sets its own
+
 if _os.environ.get("RVQ_PROGRESS_LOG"):      # under the runner: bars and build notes to its log, not the notebook
     from helpers.experiment.quiet import route_progress as _route
 

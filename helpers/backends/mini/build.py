@@ -27,6 +27,7 @@ from helpers.backends.mini.codec import CodecConfig, RVQCodec, fit_codec, frame_
 from helpers.backends.languages import CODES as LANGS, LANGUAGES
 from helpers.backends.mini.corpus import make_corpus
 from helpers.backends.mini.model import MiniModelSpec, TextVocab, build_mini_model
+from helpers.backends.mini.numerics import numeric_paths
 from helpers.backends.mini.phoneme_asr import PhonemeRecogniser, RecogniserConfig, recogniser, recogniser_cached
 from helpers.backends.mini.speech import speak_all
 from helpers.adapter.talker_inputs import Utterance
@@ -261,9 +262,10 @@ def _start_recogniser(cfg: MiniBuildConfig, speech: Path, cache_dir: Path):
 def _build(cfg: MiniBuildConfig, cache_dir: str | Path, log, recogniser_beside: bool = False) -> Mini:
     speech_params = dict(seed=cfg.seed, roles=cfg.roles(), speakers=cfg.speakers, eval_speaker=cfg.eval_speaker)
     speech = cached_step(cache_dir, "speech", speech_params, lambda f: _speech_step(cfg, f), log)
-    codec_params = dict(speech=params_key(speech_params), codec=asdict(cfg.codec))
+    paths = numeric_paths()                      # the kernels in effect: part of the keys (`numerics`)
+    codec_params = dict(speech=params_key(speech_params), codec=asdict(cfg.codec), numerics=paths)
     model_params = dict(codec=params_key(codec_params), model=asdict(cfg.model), train=asdict(cfg.train),
-                        seed=cfg.seed, threads=MODEL_THREADS)
+                        seed=cfg.seed, threads=MODEL_THREADS, numerics=paths)
     beside = (_start_recogniser(cfg, speech, Path(cache_dir))
               if recogniser_beside and not step_cached(cache_dir, "model", model_params) else None)
     codec_folder = cached_step(cache_dir, "codec", codec_params, lambda f: _codec_step(cfg, speech, f), log)

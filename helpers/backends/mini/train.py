@@ -21,6 +21,9 @@ from helpers.adapter.talker_inputs import Utterance, batch_inputs, talker_states
 from helpers.method.checks import int_at_least, positive_int
 
 
+MIN_SCHEDULE_STEPS = 20           # OneCycleLR(pct_start=0.1) divides by (a tenth of its steps - 1): at least 2 up
+
+
 @dataclass(frozen=True)
 class MiniTrainConfig:
     """Phase 1 (the recipe): `epochs` over whole utterances, talker + code predictor. Phase 2 (optional): the code
@@ -42,6 +45,9 @@ class MiniTrainConfig:
         for name in ("epochs", "batch_size", "predictor_batch", "val_every"):
             positive_int(name, getattr(self, name))
         int_at_least("predictor_steps", self.predictor_steps, 0)
+        if 0 < self.predictor_steps < MIN_SCHEDULE_STEPS:
+            raise ValueError(f"predictor_steps must be 0 or at least {MIN_SCHEDULE_STEPS} (the one-cycle schedule warms "
+                             f"up over a tenth of its steps), got {self.predictor_steps}")
         if not float(self.lr) > 0 or not float(self.predictor_lr) > 0 or not float(self.sub_loss_weight) >= 0:
             raise ValueError(f"lr and predictor_lr must be > 0 and sub_loss_weight >= 0, got {self.lr!r}, "
                              f"{self.predictor_lr!r}, {self.sub_loss_weight!r}")
@@ -119,10 +125,13 @@ def train_mini(model: nn.Module, data: list[Utterance], cfg: MiniTrainConfig = M
         raise ValueError("no training utterances")
     if cfg.predictor_steps and not val:
         raise ValueError("predictor_steps > 0 needs held-out utterances (val) to keep the best weights")
+    steps = cfg.epochs * -(-len(data) // cfg.batch_size)
+    if steps < MIN_SCHEDULE_STEPS:
+        raise ValueError(f"{cfg.epochs} epoch(s) of {len(data)} utterances in batches of {cfg.batch_size} make {steps} "
+                         f"steps; the one-cycle schedule needs at least {MIN_SCHEDULE_STEPS}: more epochs or utterances")
     gen = torch.Generator().manual_seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-    steps = cfg.epochs * -(-len(data) // cfg.batch_size)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=cfg.lr, total_steps=steps, pct_start=0.1)
     result = MiniTrainResult()
     bar = tqdm(total=steps, desc="train miniature", disable=not progress)
