@@ -15,7 +15,7 @@ Folders by layer, imports running downward only (tests/test_architecture.py chec
 
 import os as _os
 
-from helpers.backends.mini.numerics import BUILD_PINS as _PINS
+from helpers.backends.mini.numerics import GLOBAL_PINS as _PINS
 
 for _name, _value in _PINS.items():          # before numpy / torch load: every process of the project on one set of
     _os.environ.setdefault(_name, _value)    # numerical paths (numerics.py), unless the caller sets its own

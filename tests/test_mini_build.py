@@ -103,9 +103,9 @@ def test_training_history_has_held_out_curves(built):
         train_mini(mini.model, val, SMOKE.train)
     with pytest.raises(ValueError, match="predictor_steps must be an integer >= 0"):
         MiniTrainConfig(predictor_steps=-1)
-    with pytest.raises(ValueError, match="predictor_steps must be 0 or at least 20"):
+    with pytest.raises(ValueError, match="predictor_steps must be 0 or at least 11"):
         MiniTrainConfig(predictor_steps=10)
-    with pytest.raises(ValueError, match="make 3 steps; the one-cycle schedule needs at least 20"):
+    with pytest.raises(ValueError, match="make 3 steps; the one-cycle schedule needs at least 11"):
         train_mini(mini.model, val[:8], MiniTrainConfig(epochs=3, batch_size=8))
 
 

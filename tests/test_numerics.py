@@ -1,14 +1,16 @@
-"""The build's numerical paths: `import helpers` pins them before numpy and torch load (a caller's own setting
-wins), `numeric_paths` reports what is in effect, and the miniature's cache keys carry it."""
+"""The build's numerical paths: `import helpers` pins OpenBLAS and MKL before numpy and torch load (a caller's own
+setting wins), the build step's environment pins ATen too, `numeric_paths` reports what is in effect, and the
+miniature's cache keys and model folder carry it."""
 
 import json
 import os
 import subprocess
 import sys
 
-from helpers.backends.mini.numerics import BUILD_PINS, numeric_paths
+from helpers.backends.mini.numerics import BUILD_ATEN, GLOBAL_PINS, build_env, keyed_paths, numeric_paths
 
 REPORT = "import helpers, json; from helpers.backends.mini.numerics import numeric_paths; print(json.dumps(numeric_paths()))"
+PINNED = set(GLOBAL_PINS) | set(BUILD_ATEN)
 
 
 def _paths_in_child(env: dict) -> dict:
@@ -16,20 +18,25 @@ def _paths_in_child(env: dict) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def test_import_pins_the_numerical_paths():
-    bare = {k: v for k, v in os.environ.items() if k not in BUILD_PINS}
-    assert _paths_in_child(bare) == {"aten": "AVX2", "openblas": ["Haswell"], "mkl_cbwr": "AVX2"}
-    assert numeric_paths() == {"aten": "AVX2", "openblas": ["Haswell"], "mkl_cbwr": "AVX2"}     # this process too
+def test_import_pins_openblas_and_mkl_and_the_build_step_pins_aten():
+    bare = {k: v for k, v in os.environ.items() if k not in PINNED}
+    paths = _paths_in_child(bare)
+    assert paths["openblas"] == ["Haswell"] and paths["mkl_cbwr"] == "AVX2"
+    assert _paths_in_child(build_env(bare)) == {"aten": "AVX2", "openblas": ["Haswell"], "mkl_cbwr": "AVX2"}
+    assert keyed_paths() == {"openblas": ["Haswell"], "mkl_cbwr": "AVX2"}            # this process too
 
 
 def test_a_callers_own_setting_wins_and_is_reported():
     env = {**os.environ, "OPENBLAS_CORETYPE": "Sandybridge", "MKL_CBWR": "COMPATIBLE"}
     paths = _paths_in_child(env)
-    assert paths["openblas"] == ["Sandybridge"] and paths["mkl_cbwr"] == "COMPATIBLE" and paths["aten"] == "AVX2"
+    assert paths["openblas"] == ["Sandybridge"] and paths["mkl_cbwr"] == "COMPATIBLE"
+    assert build_env(env)["MKL_CBWR"] == "COMPATIBLE" and build_env(env)["ATEN_CPU_CAPABILITY"] == "avx2"
 
 
 def test_the_build_keys_carry_the_paths(smoke_cache):
     from helpers.backends.mini.build import SMOKE, build_mini
     mini = build_mini(SMOKE, smoke_cache / "mini")
     for step in ("codec", "model"):
-        assert json.loads((mini.folders[step] / "params.json").read_text())["numerics"] == numeric_paths()
+        assert json.loads((mini.folders[step] / "params.json").read_text())["numerics"] == keyed_paths()
+    recorded = json.loads((mini.folders["model"] / "numerics.json").read_text())
+    assert recorded["openblas"] == ["Haswell"] and recorded["aten"] == numeric_paths()["aten"]

@@ -78,13 +78,13 @@ class RunParams:
     # drafters and trees
     depth: int = 3
     drafters: list[str] = field(default_factory=lambda: list(DRAFTER_KINDS))
-    drafter_epochs: int = 1                 # passes; with drafter_patience > 0 the most passes
+    drafter_epochs: int = 10                # passes; with drafter_patience > 0 the most passes
     drafter_lr: float = 1e-3
     drafter_batch_size: int = 32
-    drafter_patience: int = 0               # 0: the paper's fixed epochs; n: early stopping on validation after n
+    drafter_patience: int = 2               # 0: fixed epochs (the paper: 1); n: early stopping on validation after n
                                             # epochs without a lower held-out loss (the best epoch's weights kept)
-    drafter_lr_sweep: list[float] = field(default_factory=list)   # learning rates tried (the best held-out loss
-                                            # kept); empty: drafter_lr alone
+    drafter_lr_sweep: list[float] = field(default_factory=lambda: [1e-3, 3e-3])   # learning rates tried (the
+                                            # lowest held-out loss kept); empty: drafter_lr alone
     acceptance_width: int = 8
     tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 15, 16, 31, 32, 47, 63, 64])   # + N + 1 = 16, 32, 48, 64
     tree_size: int = 32

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from helpers.artifacts import atomic_write
+from helpers.backends.mini.numerics import build_env
 from helpers.experiment.metrics import run_info, update_metrics
 from helpers.experiment.progress import LogTail, ProgressLine
 from helpers.experiment.params import REPO_ROOT, ParamsError, load_params, parse_override
@@ -89,7 +90,8 @@ def build_miniature(params_file: str, overrides: list[str], log: Path, every: fl
     command = [sys.executable, "-m", "helpers.experiment.miniature", params_file]
     command += [a for o in overrides for a in ("-p", o)]
     with open(log, "w") as f:
-        child = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        child = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 env=build_env())                 # the build's numerical paths (numerics.py)
         while chunk := os.read(child.stdout.fileno(), 65536):
             text = chunk.decode("utf-8", errors="replace")
             f.write(text)

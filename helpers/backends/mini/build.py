@@ -27,7 +27,7 @@ from helpers.backends.mini.codec import CodecConfig, RVQCodec, fit_codec, frame_
 from helpers.backends.languages import CODES as LANGS, LANGUAGES
 from helpers.backends.mini.corpus import make_corpus
 from helpers.backends.mini.model import MiniModelSpec, TextVocab, build_mini_model
-from helpers.backends.mini.numerics import numeric_paths
+from helpers.backends.mini.numerics import keyed_paths, numeric_paths
 from helpers.backends.mini.phoneme_asr import PhonemeRecogniser, RecogniserConfig, recogniser, recogniser_cached
 from helpers.backends.mini.speech import speak_all
 from helpers.adapter.talker_inputs import Utterance
@@ -262,7 +262,7 @@ def _start_recogniser(cfg: MiniBuildConfig, speech: Path, cache_dir: Path):
 def _build(cfg: MiniBuildConfig, cache_dir: str | Path, log, recogniser_beside: bool = False) -> Mini:
     speech_params = dict(seed=cfg.seed, roles=cfg.roles(), speakers=cfg.speakers, eval_speaker=cfg.eval_speaker)
     speech = cached_step(cache_dir, "speech", speech_params, lambda f: _speech_step(cfg, f), log)
-    paths = numeric_paths()                      # the kernels in effect: part of the keys (`numerics`)
+    paths = keyed_paths()                        # OpenBLAS's and MKL's paths in effect: part of the keys
     codec_params = dict(speech=params_key(speech_params), codec=asdict(cfg.codec), numerics=paths)
     model_params = dict(codec=params_key(codec_params), model=asdict(cfg.model), train=asdict(cfg.train),
                         seed=cfg.seed, threads=MODEL_THREADS, numerics=paths)
@@ -274,6 +274,7 @@ def _build(cfg: MiniBuildConfig, cache_dir: str | Path, log, recogniser_beside: 
     def model_step(folder):
         with fixed_threads(MODEL_THREADS):
             _model_step(cfg, items, folder)
+        save_json(folder / "numerics.json", numeric_paths())        # ATen's capability included (numerics.py)
 
     model_folder = cached_step(cache_dir, "model", model_params, model_step, log)
     if beside is not None:

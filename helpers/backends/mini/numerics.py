@@ -5,18 +5,29 @@ Measured on this machine (an AVX-512 CPU without AMX; docs/miniature.md, "Determ
 (numpy, scikit-learn: PCA and k-means) and ATen (torch's vectorised kernels) pick different kernels per instruction
 set, and MKL (torch's float32 matrix products) rounds differently unless its conditional numerical reproducibility is
 on; each changes the codec's codebooks or the trained weights in the 5th-7th digit, which moves every later number.
-`BUILD_PINS` fixes all three to AVX2, the set every x86-64 machine of this kind has. They are read when the libraries
-load, so `import helpers` sets them (`os.environ.setdefault`: a caller's own setting wins) before numpy or torch
-loads in any of the project's processes (runner, build step, notebook kernels, tests). `numeric_paths()` reports
-what is in effect and is part of the build's cache keys, so a build under other paths is a different cached step,
-never mixed with this one.
+The pins are read when the libraries load, so they are environment variables:
+
+- `GLOBAL_PINS` (OpenBLAS Haswell, MKL_CBWR AVX2): `import helpers` sets them (`os.environ.setdefault`: a caller's own
+  setting wins) before numpy or torch loads in any of the project's processes; they are part of the build's keys.
+- `BUILD_ATEN` (ATen's AVX2 kernels): only in the build step's process (`build_env`, the runner's `--build` step).
+  Everywhere else ATen keeps its own choice: inductor's compiled kernels match the eager ones bit for bit in float64
+  only at ATen's own choice (tests/test_compiled.py), so pinning it for every process would break that proof. The
+  capability a model was trained with is recorded beside it (`numerics.json` in the model step's folder).
 """
 
 from __future__ import annotations
 
 import os
 
-BUILD_PINS = {"OPENBLAS_CORETYPE": "Haswell", "ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
+GLOBAL_PINS = {"OPENBLAS_CORETYPE": "Haswell", "MKL_CBWR": "AVX2"}
+BUILD_ATEN = {"ATEN_CPU_CAPABILITY": "avx2"}
+
+
+def build_env(env: dict | None = None) -> dict:
+    """The environment of a build process: `env` (default: this process's) with the global pins (where unset) and
+    ATen's build pin."""
+    base = dict(os.environ if env is None else env)
+    return {**GLOBAL_PINS, **base, **BUILD_ATEN}
 
 
 def numeric_paths() -> dict:
@@ -27,3 +38,10 @@ def numeric_paths() -> dict:
     openblas = sorted({str(p.get("architecture")) for p in threadpool_info() if p.get("internal_api") == "openblas"})
     return {"aten": torch.backends.cpu.get_cpu_capability(), "openblas": openblas,
             "mkl_cbwr": os.environ.get("MKL_CBWR")}
+
+
+def keyed_paths() -> dict:
+    """The paths that key a build: OpenBLAS's and MKL's (the same in every process of the project), not ATen's (which
+    only the build step pins; it is recorded with the model instead)."""
+    paths = numeric_paths()
+    return {"openblas": paths["openblas"], "mkl_cbwr": paths["mkl_cbwr"]}

@@ -21,7 +21,7 @@ from helpers.adapter.talker_inputs import Utterance, batch_inputs, talker_states
 from helpers.method.checks import int_at_least, positive_int
 
 
-MIN_SCHEDULE_STEPS = 20           # OneCycleLR(pct_start=0.1) divides by (a tenth of its steps - 1): at least 2 up
+MIN_SCHEDULE_STEPS = 11           # OneCycleLR(pct_start=0.1) divides by (a tenth of its steps - 1): it must exceed 0
 
 
 @dataclass(frozen=True)
