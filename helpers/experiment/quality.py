@@ -25,11 +25,11 @@ from helpers.method.parity import run_parity
 
 STREAMS = {"ar": 0, "spec": 1, "control": 2}   # independent random streams of the quality stage
 STREAM_STRIDE = 1_000_000          # seed of stream k, seed s, sample i: P.seed + k * STREAM_STRIDE + s * WER_SEED_STRIDE + i
-CONTROL_TEMPERATURE = 1.2          # the parity test's control: AR at this temperature must be told apart
-# ... from every seed, as many frames as the test itself compares: with a semantic c0 (the miniature's, as on the
-# real tokenizer) c0 is nearly fixed by the text and the deep codes' marginals are near uniform, so a marginal test
-# sees a temperature change only weakly; from the first seed alone (a third of the frames) the control was rejected
-# in one build (adjusted p 3e-12) and not in another (0.04)
+# The parity test's control: AR at this temperature must be told apart, from every seed (as many frames as the test
+# compares). With a semantic c0 (the miniature's, as on the real tokenizer) c0 is nearly fixed by the text and the deep
+# codes' marginals are near uniform, so a test of marginals sees the temperature only weakly: from the first seed
+# alone the control was rejected in one build (adjusted p 3e-12) and not in another (0.04).
+CONTROL_TEMPERATURE = 1.2
 
 
 def quality_seeds(P: RunParams, stream: str, seed_index: int, indices: list[int]) -> list[int]:

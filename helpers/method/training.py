@@ -107,7 +107,7 @@ def train_drafter(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, cfg: T
     best_state, best = None, 0
     if val is not None:
         result.val_loss.append(held_out_loss(drafter, *val))
-        best_state = _copy(drafter)
+        best_state = state_snapshot(drafter)
     steps = cfg.epochs * -(-h.shape[0] // cfg.batch_size)
     bar = tqdm(total=steps, desc=f"train {drafter.kind}", disable=not progress)
     for epoch in range(1, cfg.epochs + 1):
@@ -125,7 +125,7 @@ def train_drafter(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, cfg: T
         if val is not None:
             result.val_loss.append(held_out_loss(drafter, *val))
             if result.val_loss[-1] < result.val_loss[best]:
-                best_state, best = _copy(drafter), epoch
+                best_state, best = state_snapshot(drafter), epoch
             elif cfg.patience and epoch - best >= cfg.patience:
                 break
     bar.close()
@@ -136,7 +136,8 @@ def train_drafter(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, cfg: T
     return result
 
 
-def _copy(module: torch.nn.Module) -> dict:
+def state_snapshot(module: torch.nn.Module) -> dict:
+    """A detached copy of `module`'s state (the weights to restore when a later epoch is worse)."""
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
@@ -153,6 +154,11 @@ def train_with_sweep(make, h, codes, cfg: TrainConfig, lrs: list[float], val: tu
     kept weights have the lowest held-out loss (ties: the first). h, codes, val as `train_drafter` takes them."""
     if not lrs:
         raise ValueError("lrs: at least one learning rate")
+    reads = make()                                   # what every drafter of this kind reads, computed once for all
+    if isinstance(h, TeacherForcedHidden):
+        h = materialised(h.for_drafter(reads))
+    if isinstance(val[0], TeacherForcedHidden):
+        val = (materialised(val[0].for_drafter(reads)), val[1])
     best = None
     scores = {}
     for lr in lrs:

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from helpers.adapter.talker_inputs import Utterance, batch_inputs, talker_states
 from helpers.method.checks import int_at_least, positive_int
+from helpers.method.training import state_snapshot
 
 
 MIN_SCHEDULE_STEPS = 11           # OneCycleLR(pct_start=0.1) divides by (a tenth of its steps - 1): it must exceed 0
@@ -178,7 +179,7 @@ def _predictor_phase(model: nn.Module, data: list[Utterance], val: list[Utteranc
                                                    total_steps=cfg.predictor_steps, pct_start=0.1)
     best = predictor_validation(model, val_g, val_codes)
     _record(result, "predictor", 0, val_talker, best)
-    best, best_state, result.predictor_best_step = float(best.mean()), _copy(model.talker.code_predictor), 0
+    best, best_state, result.predictor_best_step = float(best.mean()), state_snapshot(model.talker.code_predictor), 0
     order, pos = torch.randperm(len(g), generator=gen), 0
     for step in tqdm(range(1, cfg.predictor_steps + 1), desc="train code predictor", disable=not progress):
         if pos + cfg.predictor_batch > len(g):
@@ -197,9 +198,6 @@ def _predictor_phase(model: nn.Module, data: list[Utterance], val: list[Utteranc
             held_out = predictor_validation(model, val_g, val_codes)
             _record(result, "predictor", step, val_talker, held_out)
             if float(held_out.mean()) < best:
-                best, best_state, result.predictor_best_step = float(held_out.mean()), _copy(model.talker.code_predictor), step
+                best, result.predictor_best_step = float(held_out.mean()), step
+                best_state = state_snapshot(model.talker.code_predictor)
     model.talker.code_predictor.load_state_dict(best_state)
-
-
-def _copy(module: nn.Module) -> dict:
-    return {k: v.detach().clone() for k, v in module.state_dict().items()}
