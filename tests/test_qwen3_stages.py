@@ -42,6 +42,22 @@ def test_stages_run_end_to_end_on_the_qwen3_backend(P):
     assert len(wer["parity"]["p_values"]) == len(wer["control"]["design_effect"]) == 16
 
 
+def test_drafters_trained_in_two_workers_equal_those_trained_in_this_process(P):
+    """The drafter stage's jobs (one per kind and learning rate) give the same weights and training records in
+    spawned workers as here, tensor for tensor: the kept drafters do not depend on how many processes train them."""
+    import dataclasses
+
+    from helpers.experiment.pool import run_jobs
+    stages.teacher_forced(P, "train"), stages.teacher_forced(P, "validation")
+    jobs = [stages.DrafterJob("medusa", 1e-3), stages.DrafterJob("offsets_prenorm", 3e-3)]
+    here = run_jobs(dataclasses.replace(P, workers=1), stages.drafter_job, jobs)
+    spawned = run_jobs(dataclasses.replace(P, workers=2), stages.drafter_job, jobs)
+    for (weights, result), (weights2, result2) in zip(here, spawned):
+        assert weights.keys() == weights2.keys() and result == result2 and result.best_epoch > 0
+        for name in weights:
+            assert torch.equal(weights[name], weights2[name]), name
+
+
 def test_stage_artifacts_are_reused(P):
     folders = sorted(p.name for p in (P.run_dir / "artifacts").iterdir())
     assert [f.split("-")[0] for f in folders] == ["calibration", "data", "data", "drafters", "evaluation"] + [

@@ -12,7 +12,6 @@ The backend comes from `helpers.experiment.backend_factory`, the ideal drafter's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import torch
 
@@ -33,7 +32,7 @@ from helpers.method.main_drafter import choose_main_drafter
 from helpers.method.parity import CodeParity, FrameComparison, code_parity, compare_frames
 from helpers.method.predictor import CodePredictor
 from helpers.method.replay import Replay, replay_calls
-from helpers.method.training import TeacherForcedHidden, TrainConfig, train_with_sweep
+from helpers.method.training import TeacherForcedHidden, TrainConfig, TrainResult, sweep_choice, train_drafter
 from helpers.method.tree import SparseTree
 
 CALIBRATION_SEED = 10_000            # calibration synthesis seeds: P.seed + CALIBRATION_SEED + index
@@ -114,16 +113,18 @@ def drafters(P: RunParams, progress: bool = True) -> TrainedDrafters:
     predictor = b.predictor
 
     def build(folder):
-        _, h, codes = teacher_forced(P, "train")
+        teacher_forced(P, "train")                                   # built here: the workers only load them
         _, h_val, codes_val = teacher_forced(P, "validation")
+        lrs = [float(lr) for lr in P.drafter_lr_sweep or [P.drafter_lr]]
+        trainable = [k for k in P.drafters if list(make_drafter(k, predictor, P.depth).parameters())]
+        jobs = [DrafterJob(kind, lr) for kind in trainable for lr in lrs]
+        runs = dict(zip(jobs, run_jobs(P, drafter_job, jobs, "train drafters" if progress else None)))
         history, validation, training = {}, {}, {}
-        cfg = TrainConfig(P.drafter_epochs, P.drafter_lr, P.drafter_batch_size, P.seed, P.drafter_patience)
         for kind in P.drafters:
-            make = partial(make_drafter, kind, predictor, P.depth)
-            d = make()
-            if list(d.parameters()):
-                d, sweep = train_with_sweep(make, h, codes, cfg, P.drafter_lr_sweep or [P.drafter_lr],
-                                            (h_val, codes_val), progress)
+            d = make_drafter(kind, predictor, P.depth)
+            if kind in trainable:
+                sweep = sweep_choice({lr: runs[DrafterJob(kind, lr)][1] for lr in lrs})
+                d.load_state_dict(runs[DrafterJob(kind, sweep.lr)][0])
                 history[kind] = sweep.result.loss_history
                 training[kind] = dict(lr=sweep.lr, best_epoch=sweep.result.best_epoch,
                                       val_loss=sweep.result.val_loss,
@@ -294,6 +295,26 @@ def syntheses(P: RunParams) -> tuple[list[Synthesis], list[Synthesis]]:
                 _load_runs(folder / "spec.safetensors", len(rows), b.model.device))
 
     return cached(P, "evaluation", build, load, name="syntheses")
+
+
+@dataclass(frozen=True)
+class DrafterJob:
+    """One drafter's training at one learning rate of the sweep (early stopping on the validation role)."""
+    kind: str
+    lr: float
+
+
+def drafter_job(P: RunParams, job: DrafterJob) -> tuple[dict, TrainResult]:
+    """The trained weights (the kept epoch's) and the training record. Deterministic on its own (the drafters start
+    from the code predictor's heads or from zeros, the batches from P.seed), so the kept drafters do not depend on
+    how many processes trained them."""
+    predictor = backend(P).predictor
+    _, h, codes = teacher_forced(P, "train")
+    _, h_val, codes_val = teacher_forced(P, "validation")
+    cfg = TrainConfig(P.drafter_epochs, job.lr, P.drafter_batch_size, P.seed, P.drafter_patience)
+    drafter = make_drafter(job.kind, predictor, P.depth)
+    result = train_drafter(drafter, h, codes, cfg, progress=False, val=(h_val, codes_val))
+    return drafter.state_dict(), result
 
 
 @dataclass(frozen=True)

@@ -113,15 +113,17 @@ def train_drafter(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, cfg: T
     for epoch in range(1, cfg.epochs + 1):
         drafter.train()
         order = torch.randperm(h.shape[0], generator=gen)
+        losses = []                                   # on the device: read once per epoch, not once per step
         for start in range(0, h.shape[0], cfg.batch_size):
             idx = order[start:start + cfg.batch_size].to(h.device)
             loss = drafter.loss(h[idx].detach(), codes[idx])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            result.loss_history.append(float(loss.detach()))
+            losses.append(loss.detach())
             bar.update(1)
-            bar.set_postfix(loss=f"{result.loss_history[-1]:.3f}")
+        result.loss_history.extend(torch.stack(losses).tolist())
+        bar.set_postfix(loss=f"{result.loss_history[-1]:.3f}")
         if val is not None:
             result.val_loss.append(held_out_loss(drafter, *val))
             if result.val_loss[-1] < result.val_loss[best]:
@@ -159,12 +161,19 @@ def train_with_sweep(make, h, codes, cfg: TrainConfig, lrs: list[float], val: tu
         h = materialised(h.for_drafter(reads))
     if isinstance(val[0], TeacherForcedHidden):
         val = (materialised(val[0].for_drafter(reads)), val[1])
-    best = None
-    scores = {}
+    runs = {}
     for lr in lrs:
         drafter = make()
-        r = train_drafter(drafter, h, codes, replace(cfg, lr=float(lr)), progress, val)
-        scores[float(lr)] = r.val_loss[r.best_epoch]
-        if best is None or scores[float(lr)] < scores[best[1]]:
-            best = (drafter, float(lr), r)
-    return best[0], SweepResult(best[1], best[2], scores)
+        runs[float(lr)] = drafter, train_drafter(drafter, h, codes, replace(cfg, lr=float(lr)), progress, val)
+    sweep = sweep_choice({lr: r for lr, (_, r) in runs.items()})
+    return runs[sweep.lr][0], sweep
+
+
+def sweep_choice(results: dict[float, TrainResult]) -> SweepResult:
+    """The learning rate whose kept weights have the lowest held-out loss (ties: the first listed), from the sweep's
+    trainings {lr: result} (each with held-out losses)."""
+    if not results:
+        raise ValueError("a sweep needs at least one training")
+    scores = {lr: r.val_loss[r.best_epoch] for lr, r in results.items()}
+    lr = min(scores, key=scores.get)                 # the first of equal losses
+    return SweepResult(lr, results[lr], scores)
