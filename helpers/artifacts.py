@@ -8,6 +8,7 @@ interrupted build leaves nothing that looks finished.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -101,14 +102,25 @@ def set_note_sink(stream) -> None:
     _NOTES["sink"] = stream
 
 
-def cached_step(root, name: str, params: Any, build: Callable[[Path], None], log: Callable[[str], None] = note) -> Path:
-    """The folder `<root>/<name>-<key(params)>`, built by build(tmp_folder) unless it already exists.
+def cached_step(root, name: str, params: Any, build: Callable[[Path], None], log: Callable[[str], None] = note,
+                shipped: str | os.PathLike | None = None) -> Path:
+    """The folder `<root>/<name>-<key(params)>`, built by build(tmp_folder) unless it already exists, or copied from
+    `shipped` (a folder of finished steps committed with the repository) where a step of the same key lies there.
 
     The folder also records how long its build took (`build.json`: seconds, see `build_seconds`)."""
     final = step_folder(root, name, params)
     if step_cached(root, name, params):
         log(f"{name}: cached ({final})")
         return final
+    if shipped is not None and step_cached(shipped, name, params):
+        source = step_folder(shipped, name, params)
+        log(f"{name}: shipped ({source})")
+
+        def copy(tmp: Path) -> None:
+            shutil.copytree(source, tmp, dirs_exist_ok=True)
+            save_json(tmp / SHIPPED_MARK, {"from": str(source)})
+
+        return atomic_folder(final, copy)
 
     def write(tmp: Path) -> None:
         start = time.perf_counter()
@@ -117,6 +129,33 @@ def cached_step(root, name: str, params: Any, build: Callable[[Path], None], log
         save_json(tmp / "params.json", params)                     # last: marks the folder complete
 
     return atomic_folder(final, write)
+
+
+def content_key(*files: str | os.PathLike) -> str:
+    """Short hash of the files' bytes, for a key that must change when a step's input does, not only its parameters
+    (a shipped step is taken only for the same input). Each file is read once per size and modification time."""
+    digest = hashlib.sha256()
+    for file in map(Path, files):
+        stat = file.stat()
+        digest.update(_file_digest(str(file.resolve()), stat.st_size, stat.st_mtime_ns).encode())
+    return digest.hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=None)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+SHIPPED_MARK = "shipped.json"        # in a cached step copied from a shipped folder: where from
+
+
+def was_shipped(folder) -> bool:
+    """Whether a `cached_step` folder was copied from a shipped folder rather than built here."""
+    return (Path(folder) / SHIPPED_MARK).is_file()
 
 
 def build_seconds(folder) -> float | None:

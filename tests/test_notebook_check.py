@@ -97,6 +97,9 @@ def test_the_miniature_origin_says_each_build_step_and_refuses_nothing():
     from helpers.report.overview import miniature_origin
     text = miniature_origin({"speech": 19.4, "codec": 1.8, "model": None}, "smoke", 0, "outputs/cache/mini/")
     assert "speech 19 s, codec 2 s (0.4 min in all); model not timed" in text and "`outputs/cache/mini/`" in text
+    assert "ship with the repository" not in text
+    shipped = miniature_origin({"speech": 31.0, "codec": 25.0, "model": 480.0}, "mini", 0, "c/", ["codec", "model"])
+    assert "The codec and model steps were trained by `make mini` and ship with the repository" in shipped
     with pytest.raises(ValueError, match="seconds per build step"):
         miniature_origin({}, "smoke", 0, "x")
 

@@ -61,6 +61,7 @@ def run_cli(*args, cwd=REPO_ROOT):
     (["params/smoke.yaml", "-p", "tree_szie=4"], "unknown parameter(s) tree_szie"),
     (["params/smoke.yaml", "-p", "seed=abc"], "seed='abc' has type str; expected int"),
     (["params/smoke.yaml", "--only", "42"], "--only 42: no such notebook; available: 00, 01"),
+    (["params/qwen3-tts-0.6b.yaml", "--ship"], "--build and --ship build the miniature: they need backend mini"),
 ])
 def test_runner_refuses_bad_input_before_any_notebook(tmp_path, args, message):
     out = tmp_path / "outputs"

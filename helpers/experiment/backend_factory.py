@@ -24,7 +24,7 @@ def load_backend(P: RunParams) -> Backend:
     if P.backend == "mini":
         from helpers.backends.mini.backend import MiniBackend
         return MiniBackend.load(P.cache_dir, P.mini_preset, P.languages, P.device, P.dtype, P.inner_loop_dtype,
-                                seed=P.mini_build_seed,
+                                seed=P.mini_build_seed, trained=P.mini_trained,
                                 train=P.train_samples, validation=P.validation_samples,
                                 calibration=P.calibration_samples, evaluation=P.eval_samples_per_language, **sampling)
     from helpers.backends.qwen3.backend import Qwen3Backend

@@ -58,6 +58,9 @@ class RunParams:
     # the miniature's build seed (its sentences, voices, codec and training). `seed` is the run's sampling and data
     # order seed: varying it reuses the cached miniature; varying this one builds another miniature (minutes)
     mini_build_seed: int = 0
+    # the trained miniature committed with the repository (`make mini` writes it): a build step whose key (every
+    # parameter and the speech's content) is there is copied, not trained. "" builds every step from scratch
+    mini_trained: str = "outputs/mini-trained"
     # backend "qwen3": the official checkpoint, by hub id or local folder
     model_id_or_path: str = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
     device: str = "cpu"

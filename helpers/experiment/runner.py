@@ -82,13 +82,14 @@ def shown(path: Path) -> str:
     return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
-def build_miniature(params_file: str, overrides: list[str], log: Path, every: float) -> int:
-    """The miniature's build step in its own process, its output on one progress line and in `log`; its exit code."""
+def build_miniature(params_file: str, overrides: list[str], log: Path, every: float, ship: bool = False) -> int:
+    """The miniature's build step in its own process, its output on one progress line and in `log`; its exit code.
+    ship: build from scratch and write the trained steps to `mini_trained` (`make mini`)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     line = ProgressLine("miniature ...", every=every)
     start = time.time()
     command = [sys.executable, "-m", "helpers.experiment.miniature", params_file]
-    command += [a for o in overrides for a in ("-p", o)]
+    command += [a for o in overrides for a in ("-p", o)] + (["--ship"] if ship else [])
     with open(log, "w") as f:
         child = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  env=build_env())                 # the build's numerical paths (numerics.py)
@@ -108,6 +109,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="run only notebook NN")
     ap.add_argument("--from", dest="start", help="run notebooks NN and after")
     ap.add_argument("--build", action="store_true", help="only build the miniature (mini backend), no notebook")
+    ap.add_argument("--ship", action="store_true", help="only build the miniature from scratch and write its "
+                                                        "trained steps to mini_trained (make mini), no notebook")
     ap.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="override a parameter (value parsed as YAML), repeatable")
     args = ap.parse_args(argv)
@@ -117,6 +120,8 @@ def main(argv=None) -> int:
         overrides = dict(parse_override(o) for o in args.overrides)
         P = load_params(params_file, overrides)
         todo = notebooks(args.only, args.start)
+        if (args.build or args.ship) and P.backend != "mini":
+            raise ParamsError(f"--build and --ship build the miniature: they need backend mini, not {P.backend!r}")
     except ParamsError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -132,9 +137,9 @@ def main(argv=None) -> int:
     every = float(os.environ.get("RVQ_PROGRESS_SECONDS", "20"))     # how often a non-terminal log shows progress
     total = time.time()
     if P.backend == "mini" and build_miniature(shown(params_file), args.overrides, out / "logs" / "miniature.log",
-                                               every) != 0:
+                                               every, args.ship) != 0:
         return 1
-    if args.build:
+    if args.build or args.ship:
         return 0
     update_metrics(P, {"run": run_info(P)})
     print(f"run {P.run_name}: {len(todo)} notebook(s) -> {out}")

@@ -65,18 +65,23 @@ def frame_walkthrough(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tenso
     return ar_rows, spec_rows
 
 
-def miniature_origin(build_s: dict, preset: str, build_seed: int, cache: str) -> str:
+def miniature_origin(build_s: dict, preset: str, build_seed: int, cache: str, shipped: list[str] = ()) -> str:
     """Notebook 00's sentence on where the miniature came from and how long its build took. build_s: seconds per
-    build step ({"speech", "codec", "model"}: `Mini.history["build_s"]`, None for a step built before timing)."""
+    build step ({"speech", "codec", "model"}: `Mini.history["build_s"]`, None for a step built before timing);
+    shipped: the steps copied from the trained miniature committed with the repository (`Mini.history["shipped"]`)."""
     if not build_s:
         raise ValueError("build_s: the miniature's seconds per build step, e.g. {'speech': 19.4, ...}; got nothing")
     timed = {k: v for k, v in build_s.items() if v is not None}
     took = (", ".join(f"{k} {v:.0f} s" for k, v in timed.items()) + f" ({sum(timed.values()) / 60:.1f} min in all)"
             if timed else "not timed (built before build times were recorded)")
     untimed = [k for k, v in build_s.items() if v is None]
+    origin = (f" The {' and '.join(shipped)} steps were trained by `make mini` and ship with the repository "
+              "(`mini_trained`): they were copied because their keys, which hash every build parameter and the "
+              "speech's content, are the ones this code builds; the times below are that build's."
+              if shipped else "")
     return (f"**Where the miniature comes from.** Preset `{preset}`, `mini_build_seed` {build_seed}: espeak-ng speech "
             "of synthetic sentences in the run's languages, an RVQ codec fitted to it, and the official Qwen3-TTS "
             "classes trained on its codes. It is built once, before the first notebook, as the runner's own step "
             "(`python -m helpers PARAMS --build` runs only that step; a notebook opened without the runner builds it "
-            f"on first use), and cached in `{cache}`. Its build took: {took}"
+            f"on first use), and cached in `{cache}`.{origin} Its build took: {took}"
             + (f"; {', '.join(untimed)} not timed" if untimed and timed else "") + ".")

@@ -43,10 +43,11 @@ class MiniBackend(Backend):
     @classmethod
     def load(cls, cache_dir, preset: str = "mini", languages=("en",), device: str = "cpu", dtype: str = "float64",
              inner_loop_dtype: str = "same", seed: int = 0, train: int = 0, validation: int = 0, calibration: int = 0, evaluation: int = 0,
-             top_k: int = 50, top_p: float = 1.0, temperature: float = 0.9, log=note) -> "MiniBackend":
+             top_k: int = 50, top_p: float = 1.0, temperature: float = 0.9, trained: str = "", log=note) -> "MiniBackend":
         """Build (or load from `cache_dir`/mini) the miniature of `preset` with these corpus sizes (utterances of
         the train / validation / calibration roles, and of the evaluation role per language); `seed` is the build's
-        (sentences, voices, codec, training), not the run's sampling seed."""
+        (sentences, voices, codec, training), not the run's sampling seed; `trained`: a folder of trained steps
+        shipped with the repository, taken where their keys match ("": build every step)."""
         if dtype not in DTYPES or device not in ("cpu", "auto") or inner_loop_dtype not in ("same", *DTYPES):
             raise ValueError(f"the mini backend runs on device cpu in {' or '.join(DTYPES)} (inner loop: same or "
                              f"either); got device={device!r}, dtype={dtype!r}, inner_loop_dtype={inner_loop_dtype!r}")
@@ -57,8 +58,8 @@ class MiniBackend(Backend):
         torch.set_num_threads(1)             # tiny matrices: one thread is fastest (and not 15x slower under load)
         sampling = dict(top_k=top_k, top_p=top_p, temperature=temperature, subtalker_top_k=top_k,
                         subtalker_top_p=top_p, subtalker_temperature=temperature)
-        return cls(build_mini(cfg, Path(cache_dir) / "mini", log=log, recogniser_beside=True), languages, DTYPES[dtype], sampling,
-                   DTYPES.get(inner_loop_dtype))
+        mini = build_mini(cfg, Path(cache_dir) / "mini", log=log, recogniser_beside=True, shipped=trained or None)
+        return cls(mini, languages, DTYPES[dtype], sampling, DTYPES.get(inner_loop_dtype))
 
     def samples(self, role: str) -> list[Sample]:
         if role not in ROLE_ITEMS:

@@ -21,7 +21,7 @@ from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGenera
 from tqdm.auto import tqdm
 
 from helpers.artifacts import (build_seconds, cached_step, load_json, load_tensors, note, params_key, save_json,
-                               save_tensors, step_cached)
+                               save_tensors, step_cached, was_shipped)
 from helpers.backends.mini import espeak
 from helpers.backends.mini.codec import CodecConfig, RVQCodec, fit_codec, frame_features
 from helpers.backends.languages import CODES as LANGS, LANGUAGES
@@ -29,7 +29,7 @@ from helpers.backends.mini.corpus import make_corpus
 from helpers.backends.mini.model import MiniModelSpec, TextVocab, build_mini_model
 from helpers.backends.mini.numerics import keyed_paths, numeric_paths
 from helpers.backends.mini.phoneme_asr import PhonemeRecogniser, RecogniserConfig, recogniser, recogniser_cached
-from helpers.backends.mini.speech import speak_all
+from helpers.backends.mini.speech import speak_all, speech_key
 from helpers.adapter.talker_inputs import Utterance
 from helpers.method.checks import positive_int
 from helpers.backends.mini.train import MiniTrainConfig, train_mini
@@ -109,6 +109,7 @@ class Mini:
     items: dict[str, list[Item]]
     folders: dict[str, Path]
     history: dict = field(default_factory=dict)
+    shipped: Path | None = None            # the trained steps committed with the repository (None: build them)
     _loaded: dict = field(default_factory=dict, repr=False)
 
     def utterance(self, item: Item) -> Utterance:
@@ -119,7 +120,7 @@ class Mini:
         training history."""
         if "recogniser" not in self._loaded:
             self._loaded["recogniser"] = recogniser(self.config.recogniser, self.folders["speech"],
-                                                    self.folders["speech"].parent, log)
+                                                    self.folders["speech"].parent, log, self.shipped)
         return self._loaded["recogniser"]
 
     def audio(self, item: Item) -> np.ndarray:
@@ -233,13 +234,16 @@ def fixed_threads(n: int):
 
 
 def build_mini(cfg: MiniBuildConfig = MINI, cache_dir: str | Path = "outputs/cache/mini", log=note,
-               recogniser_beside: bool = False) -> Mini:
+               recogniser_beside: bool = False, shipped: str | Path | None = None) -> Mini:
     """Build (or load from the cache) every step of the miniature: speech and codec on one thread, the model's
-    training on MODEL_THREADS (`fixed_threads`). recogniser_beside: where the model is still to be trained, the
-    phoneme recogniser (built on demand otherwise, `Mini.recogniser`) trains meanwhile in its own process, on the
-    core that the codec's k-means leaves idle and two training threads leave partly idle."""
+    training on MODEL_THREADS (`fixed_threads`). shipped: a folder of trained steps committed with the repository
+    (`SHIPPED_STEPS`, written by `make mini`); a step whose key is there is copied into the cache instead of built.
+    The keys cover every parameter and the speech's content, so a shipped step is the one this build would train.
+    recogniser_beside: where the model is still to be trained, the phoneme recogniser (built on demand otherwise,
+    `Mini.recogniser`) trains meanwhile in its own process, on the core that the codec's k-means leaves idle and
+    two training threads leave partly idle."""
     with fixed_threads(1):
-        return _build(cfg, cache_dir, log, recogniser_beside)
+        return _build(cfg, cache_dir, log, recogniser_beside, Path(shipped) if shipped else None)
 
 
 def _recogniser_step(cfg: RecogniserConfig, speech: Path, cache_dir: Path) -> None:
@@ -248,10 +252,10 @@ def _recogniser_step(cfg: RecogniserConfig, speech: Path, cache_dir: Path) -> No
         recogniser(cfg, speech, cache_dir, log=lambda line: None)
 
 
-def _start_recogniser(cfg: MiniBuildConfig, speech: Path, cache_dir: Path):
-    """The recogniser's training in a spawned process (None where it is cached)."""
+def _start_recogniser(cfg: MiniBuildConfig, speech: Path, cache_dir: Path, shipped: Path | None):
+    """The recogniser's training in a spawned process (None where it is cached or shipped)."""
     import multiprocessing
-    if recogniser_cached(cfg.recogniser, speech, cache_dir):
+    if recogniser_cached(cfg.recogniser, speech, cache_dir, shipped):
         return None
     process = multiprocessing.get_context("spawn").Process(target=_recogniser_step,
                                                            args=(cfg.recogniser, speech, Path(cache_dir)))
@@ -259,16 +263,17 @@ def _start_recogniser(cfg: MiniBuildConfig, speech: Path, cache_dir: Path):
     return process
 
 
-def _build(cfg: MiniBuildConfig, cache_dir: str | Path, log, recogniser_beside: bool = False) -> Mini:
+def _build(cfg: MiniBuildConfig, cache_dir: str | Path, log, recogniser_beside: bool, shipped: Path | None) -> Mini:
     speech_params = dict(seed=cfg.seed, roles=cfg.roles(), speakers=cfg.speakers, eval_speaker=cfg.eval_speaker)
     speech = cached_step(cache_dir, "speech", speech_params, lambda f: _speech_step(cfg, f), log)
     paths = keyed_paths()                        # OpenBLAS's and MKL's paths in effect: part of the keys
-    codec_params = dict(speech=params_key(speech_params), codec=asdict(cfg.codec), numerics=paths)
+    codec_params = dict(speech=params_key(speech_params), audio=speech_key(speech), codec=asdict(cfg.codec),
+                        numerics=paths)
     model_params = dict(codec=params_key(codec_params), model=asdict(cfg.model), train=asdict(cfg.train),
                         seed=cfg.seed, threads=MODEL_THREADS, numerics=paths)
-    beside = (_start_recogniser(cfg, speech, Path(cache_dir))
-              if recogniser_beside and not step_cached(cache_dir, "model", model_params) else None)
-    codec_folder = cached_step(cache_dir, "codec", codec_params, lambda f: _codec_step(cfg, speech, f), log)
+    to_train = not any(root is not None and step_cached(root, "model", model_params) for root in (cache_dir, shipped))
+    beside = _start_recogniser(cfg, speech, Path(cache_dir), shipped) if recogniser_beside and to_train else None
+    codec_folder = cached_step(cache_dir, "codec", codec_params, lambda f: _codec_step(cfg, speech, f), log, shipped)
     items = _load_items(speech, codec_folder)
 
     def model_step(folder):
@@ -276,15 +281,16 @@ def _build(cfg: MiniBuildConfig, cache_dir: str | Path, log, recogniser_beside: 
             _model_step(cfg, items, folder)
         save_json(folder / "numerics.json", numeric_paths())        # ATen's capability included (numerics.py)
 
-    model_folder = cached_step(cache_dir, "model", model_params, model_step, log)
+    model_folder = cached_step(cache_dir, "model", model_params, model_step, log, shipped)
     if beside is not None:
         beside.join()
         if beside.exitcode != 0:             # trained (and its error raised) on demand instead
             log(f"recogniser: its training beside the model stopped with exit code {beside.exitcode}")
     model, vocab = load_model(model_folder)
-    return Mini(cfg, model, RVQCodec.load(codec_folder / "codec.safetensors"), vocab, items,
-                dict(speech=speech, codec=codec_folder, model=model_folder),
+    folders = dict(speech=speech, codec=codec_folder, model=model_folder)
+    return Mini(cfg, model, RVQCodec.load(codec_folder / "codec.safetensors"), vocab, items, folders,
                 dict(training=load_json(model_folder / "history.json"),
                      stage_errors=load_json(codec_folder / "stage_errors.json"),
-                     build_s={step: build_seconds(f) for step, f in (("speech", speech), ("codec", codec_folder),
-                                                                     ("model", model_folder))}))
+                     build_s={step: build_seconds(f) for step, f in folders.items()},
+                     shipped=[step for step in ("codec", "model") if was_shipped(folders[step])]),
+                shipped)

@@ -27,9 +27,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.artifacts import cached_step, load_json, load_tensors, note, save_json, save_tensors, step_cached
+from helpers.artifacts import (cached_step, load_json, load_tensors, note, save_json, save_tensors, step_cached,
+                               step_folder)
 from helpers.method.checks import positive_int
 from helpers.backends.mini.codec import log_mel
+from helpers.backends.mini.speech import speech_key
 
 SILENCE = "_"                       # espeak pauses: "_", "_:", "_!" ...
 DILATIONS = (1, 2, 4, 1)           # of the residual convolutions, in turn
@@ -198,21 +200,27 @@ def _train_step(cfg: RecogniserConfig, speech: Path, folder: Path) -> None:
 
 
 def _step_params(cfg: RecogniserConfig, speech: Path) -> dict:
-    return dict(speech=speech.name, recogniser=asdict(cfg))
+    return dict(speech=speech.name, audio=speech_key(speech), recogniser=asdict(cfg))
 
 
-def recogniser_cached(cfg: RecogniserConfig, speech: str | Path, cache_dir: str | Path) -> bool:
-    """Whether `recogniser(cfg, speech, cache_dir)` would load rather than train."""
-    return step_cached(cache_dir, "recogniser", _step_params(cfg, Path(speech)))
+def recogniser_folder(cfg: RecogniserConfig, speech: str | Path, cache_dir: str | Path) -> Path:
+    """Where `recogniser(cfg, speech, cache_dir)` keeps (or will keep) its step."""
+    return step_folder(cache_dir, "recogniser", _step_params(cfg, Path(speech)))
+
+
+def recogniser_cached(cfg: RecogniserConfig, speech: str | Path, cache_dir: str | Path, shipped=None) -> bool:
+    """Whether `recogniser(cfg, speech, cache_dir, shipped=shipped)` would load rather than train."""
+    params = _step_params(cfg, Path(speech))
+    return any(root is not None and step_cached(root, "recogniser", params) for root in (cache_dir, shipped))
 
 
 def recogniser(cfg: RecogniserConfig, speech: str | Path, cache_dir: str | Path,
-               log=note) -> tuple[PhonemeRecogniser, dict]:
+               log=note, shipped=None) -> tuple[PhonemeRecogniser, dict]:
     """The recogniser trained on the speech step `speech` (a `cached_step` folder of the miniature's build) under
-    `cache_dir`, built once; and its training history."""
+    `cache_dir` (copied from `shipped` where the repository ships it), built once; and its training history."""
     speech = Path(speech)
     params = _step_params(cfg, speech)
-    folder = cached_step(cache_dir, "recogniser", params, lambda f: _train_step(cfg, speech, f), log)
+    folder = cached_step(cache_dir, "recogniser", params, lambda f: _train_step(cfg, speech, f), log, shipped)
     symbols = load_json(folder / "symbols.json")
     model = CTCModel(cfg.n_mels, len(symbols), cfg.hidden, cfg.layers)
     model.load_state_dict(load_tensors(folder / "recogniser.safetensors"))

@@ -18,13 +18,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from helpers.artifacts import load_tensors, save_json, save_tensors
+from helpers.artifacts import content_key, load_tensors, save_json, save_tensors
 
 from helpers.backends.mini import espeak
 from helpers.backends.mini.codec import HOP, SAMPLE_RATE, STACK
 
 FRAME_SECONDS = HOP * STACK / SAMPLE_RATE          # 0.08
 SILENCE = "_"
+
+
+def speech_key(folder: Path) -> str:
+    """The speech step's content (its audio and phoneme manifest, as `build._speech_step` writes them), hashed: the
+    steps trained on it key on it, so a step shipped with the repository is taken only for the same speech."""
+    folder = Path(folder)
+    return content_key(folder / "audio.safetensors", folder / "manifest.json")
 
 
 @dataclass
