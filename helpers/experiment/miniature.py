@@ -21,11 +21,12 @@ from pathlib import Path
 
 
 def build(P) -> dict:
-    """Build (or load from the cache) the run's miniature; its seconds per build step. Only for the mini backend."""
+    """Build (or load from the cache) the run's miniature; its history (seconds per build step `build_s`, the steps
+    copied from the shipped miniature `shipped`). Only for the mini backend."""
     if P.backend != "mini":
         raise ValueError(f"backend {P.backend!r} has no miniature to build (only backend 'mini' does)")
     from helpers.experiment import stages
-    return stages.backend(P).mini.history["build_s"]
+    return stages.backend(P).mini.history
 
 
 def ship(P) -> Path:
@@ -64,9 +65,10 @@ def main(argv=None) -> int:
         print(f"miniature {P.mini_preset} built from scratch in {time.time() - start:.0f} s; its trained steps "
               f"shipped to {P.mini_trained} ({', '.join(sorted(p.name for p in folder.iterdir()))})", flush=True)
         return 0
-    steps = build(P)
+    history = build(P)
+    shipped = f" (shipped with the repository: {', '.join(history['shipped'])})" if history["shipped"] else ""
     print(f"miniature {P.mini_preset} (mini_build_seed {P.mini_build_seed}) ready in {time.time() - start:.0f} s; "
-          f"its build, seconds per step: {steps}", flush=True)
+          f"its build, seconds per step{shipped}: {history['build_s']}", flush=True)
     return 0
 
 
