@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 run: setup
 	$(PY) -m helpers params/mini.yaml
 
-# The trained miniature that `make run` takes instead of training it: built from scratch (about 10 minutes on
+# The trained miniature that `make run` takes instead of training it: built from scratch (9-21 minutes on
 # 2 cores) and written to outputs/mini-trained/, which is committed. Run it after changing the miniature's build.
 mini: setup
 	$(PY) -m helpers params/mini.yaml --ship

@@ -151,8 +151,9 @@ def part_latency(device: str, quick: bool) -> dict:
                          warmup_frames=0 if quick else 2)
     result["frame_ms"] = {"ar": loop["ar_ms"], "speculative": {n: r["frame_ms"] for n, r in loop["trees"].items()}}
     # the dtypes side by side, as make bench records them on a CPU (the CPU kernels only where the device is a CPU)
-    from helpers.measure.deployments import call_grid, deployed
-    names = ["float32", "bfloat16"] + (["bfloat16-prepacked", "w8a16", "w8a8"] if device == "cpu" and not quick else [])
+    from helpers.measure.deployments import call_grid, deployed, runnable
+    names = ["float32", "bfloat16"] + (runnable(["bfloat16-prepacked", "w8a16", "w8a8"])
+                                       if device == "cpu" and not quick else [])
     systems = deployed(build_tiny_talker(REAL_SHAPE, seed=0, dtype=torch.float32), "reused", names=names, device=device)
     result["deployments"] = call_grid(systems, trees, warmup=1 if quick else 5, rounds=2 if quick else 40)
     result["identical"] = all(r["identical"] for r in loop["trees"].values())

@@ -13,15 +13,23 @@ import torch
 from helpers.experiment import stages
 from helpers.experiment.backend_factory import backend, sampler
 from helpers.experiment.params import RunParams
-from helpers.measure.deployments import DEPLOYMENTS, call_grid, call_phases, deployed, deployment_frames
-from helpers.method.kernels import fits
+from helpers.measure.deployments import (DEPLOYMENTS, call_grid, call_phases, deployed, deployment_frames,
+                                        runnable)
+from helpers.method.kernels import fits, unsupported
 from helpers.method.sampling import frame_uniforms
 from helpers.method.tree import SparseTree
 
 
 def usable_deployments(*widths: int, names=DEPLOYMENTS) -> list[str]:
-    """The deployments whose kernel takes a code predictor of these input widths (`kernels.fits`)."""
-    return [n for n in names if fits(DEPLOYMENTS[n][1], *widths)]
+    """The deployments whose kernel runs on this CPU (`deployments.runnable`) and takes a code predictor of these
+    input widths (`kernels.fits`)."""
+    return [n for n in runnable(names) if fits(DEPLOYMENTS[n][1], *widths)]
+
+
+def left_out(names: list[str]) -> dict[str, str]:
+    """{deployment: why} for the deployments not among `names` (the usable ones)."""
+    return {n: unsupported(DEPLOYMENTS[n][1]) or "its kernel does not take the code predictor's widths"
+            for n in DEPLOYMENTS if n not in names}
 
 
 @torch.no_grad()
@@ -42,4 +50,4 @@ def deployment_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.T
     spec = frames["fastest_spec"]                                   # "spec<N>@<deployment>"
     n, name = int(spec.split("@")[0][4:]), spec.split("@")[1].removesuffix("+inductor")
     phases = {"deployment": name, "by_n": call_phases(*systems[name], {n: trees[n]}, seed=seed)}
-    return {"calls": calls, "frames": frames, "phases": phases, "deployments": names}
+    return {"calls": calls, "frames": frames, "phases": phases, "deployments": names, "left_out": left_out(names)}

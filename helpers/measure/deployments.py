@@ -24,6 +24,7 @@ from helpers.measure.timing import device_sync, interleaved
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import Drafter, make_drafter
 from helpers.method.fused import FusedStep, shared_core
+from helpers.method.kernels import unsupported
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampling import SamplerConfig
 from helpers.method.tree import SparseTree
@@ -31,6 +32,12 @@ from helpers.method.tree import SparseTree
 DEPLOYMENTS = {"float32": (torch.float32, "dense"), "bfloat16": (torch.bfloat16, "dense"),
                "bfloat16-prepacked": (torch.bfloat16, "prepacked"), "w8a16": (torch.bfloat16, "w8a16"),
                "w8a8": (torch.float32, "w8a8")}
+
+
+def runnable(names=DEPLOYMENTS) -> list[str]:
+    """The deployments among `names` whose kernel this CPU runs (`kernels.unsupported`: "prepacked" needs AVX-512 or
+    AVX-NE-CONVERT)."""
+    return [n for n in check_deployments(names) if not unsupported(DEPLOYMENTS[n][1])]
 
 
 def check_deployments(names) -> list[str]:
@@ -245,16 +252,17 @@ def call_phases(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Spa
 REAL_SIZES = (4, 8, 15, 16, 31, 32, 47, 63, 64)          # the paper's N and N + 1 = 16, 32, 48, 64 (full tiles)
 
 
-def real_shape_grid(names=DEPLOYMENTS, sizes=REAL_SIZES, rounds: int = 40, warmup: int = 5,
+def real_shape_grid(names=None, sizes=REAL_SIZES, rounds: int = 40, warmup: int = 5,
                     compiled_sizes=(15, 31), seed: int = 0) -> dict:
     """`call_grid` at the exact shape of the 0.6B code predictor (`adapter.tiny.QWEN3_TTS_0_6B`, random weights,
     reused-head drafts on greedy trees of the reference acceptance table), on the CPU, plus `call_phases` of the
-    deployment with the cheapest tree call at N = 31 ("phases"). Several GB of memory; minutes."""
+    deployment with the cheapest tree call at N = 31 ("phases"). names: default every deployment this CPU runs.
+    Several GB of memory; minutes."""
     from helpers.adapter.tiny import QWEN3_TTS_0_6B, build_tiny_talker
     from helpers.method.calibration import REFERENCE_TABLE, greedy_tree
 
     talker = build_tiny_talker(QWEN3_TTS_0_6B, seed=seed, dtype=torch.float32)
-    systems = deployed(talker, "reused", names=names)
+    systems = deployed(talker, "reused", names=runnable() if names is None else names)
     trees = {n: greedy_tree(REFERENCE_TABLE, n) for n in sizes}
     grid = call_grid(systems, trees, warmup, rounds, compiled_sizes=compiled_sizes, seed=seed)
     ref = 31 if 31 in trees else max(trees)

@@ -11,7 +11,13 @@ A kernel turns a weight W [N, K] (out, in; as `nn.Linear` holds it) into a calla
 - "w8a16": int8 weights with one bfloat16 scale per output channel (symmetric, scale = max|W_n| / 127), bfloat16
   activations (`aten._weight_int8pack_mm`): the paper's W8A16. bfloat16 model, CPU.
 - "w8a8": int8 weights per output channel and activations quantised per call (fbgemm's dynamic linear,
-  `quantized.linear_dynamic`, float32 in and out). float32 model, CPU.
+  `quantized.linear_dynamic`, float32 in and out). float32 model, CPU. Where the CPU has no VNNI dot products
+  (an AVX2-only CPU), fbgemm sums pairs of u8 x s8 products in 16 bits, which saturate with 8-bit activations, so
+  activations are quantised to 7 bits there (`reduce_range`): measured on an AVX2 EPYC, 8 bits put the fused call
+  0.5 (relative) away from the dense one and made the speculative codes' distribution differ from the AR codes'.
+
+A kernel the CPU cannot run is refused with the reason (`unsupported`): oneDNN's bfloat16 reorder behind
+"prepacked" needs AVX-512 (BW, VL, DQ) or AVX-NE-CONVERT.
 
 `effective_weight(linear)` [N, K] is what a kernel actually multiplies by (the weight after its rounding), read
 back through the kernel itself, so tests can set it against the source weight.
@@ -19,6 +25,7 @@ back through the kernel itself, so tests can set it against the source weight.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Callable
 
@@ -40,8 +47,24 @@ def check_kernel(kernel: str, dtype: torch.dtype, device: torch.device) -> None:
                          f"this one is {str(dtype).removeprefix('torch.')}")
     if kernel != "dense" and torch.device(device).type != "cpu":
         raise ValueError(f"kernel {kernel!r} is a CPU kernel, the code predictor is on {device}; use 'dense'")
-    if kernel == "prepacked" and not torch.backends.mkldnn.is_available():
-        raise ValueError("kernel 'prepacked' needs oneDNN (torch.backends.mkldnn), which this torch build lacks")
+    reason = unsupported(kernel)
+    if reason:
+        raise ValueError(f"kernel {kernel!r} cannot run here: {reason}; use 'dense' (or another of {KERNELS})")
+
+
+@functools.cache
+def unsupported(kernel: str) -> str | None:
+    """Why this machine's CPU and torch build cannot run `kernel` (None where they can): the "prepacked" reorder is
+    tried once on a small weight, as oneDNN decides by the instruction set."""
+    if kernel != "prepacked":
+        return None
+    if not torch.backends.mkldnn.is_available():
+        return "it needs oneDNN (torch.backends.mkldnn), which this torch build lacks"
+    try:
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(16, 16, dtype=torch.bfloat16, device="cpu"), 1)
+    except RuntimeError as e:
+        return f"oneDNN refuses its bfloat16 reorder on this CPU ({str(e).splitlines()[0]})"
+    return None
 
 
 def fits(kernel: str, *widths: int) -> bool:
@@ -82,6 +105,7 @@ class _W8A16:
 class _W8A8:
     def __init__(self, weight: torch.Tensor):
         self.in_features = weight.shape[1]
+        self.reduce_range = not torch.cpu._is_vnni_supported()     # 7-bit activations: see the module's docstring
         w8, scale = int8_per_channel(weight)
         with warnings.catch_warnings():                 # quantised tensors are deprecated; fbgemm's kernel is not gone
             warnings.filterwarnings("ignore", message=".*quantize_per_tensor, torch.quantize_per_channel.*")
@@ -90,7 +114,7 @@ class _W8A8:
             self.packed = torch.ops.quantized.linear_prepack(q, None)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.quantized.linear_dynamic(x, self.packed, False)
+        return torch.ops.quantized.linear_dynamic(x, self.packed, self.reduce_range)
 
 
 def make_linear(weight: torch.Tensor, kernel: str) -> Linear | torch.Tensor:
