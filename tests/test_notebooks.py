@@ -30,7 +30,7 @@ def test_every_notebook_has_one_parameters_cell_defaulting_to_mini():
         assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{path.name} has outputs"
 
 
-def run(*args, timeout=1200, env=None):
+def run(*args, timeout=3600, env=None):          # a hang guard: the smoke sequence takes 20 min on a slow, loaded CPU
     return subprocess.run([sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
 
