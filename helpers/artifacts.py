@@ -88,6 +88,11 @@ def step_cached(root, name: str, params: Any) -> bool:
     return (step_folder(root, name, params) / "params.json").exists()
 
 
+def step_ready(root, name: str, params: Any, shipped=None) -> bool:
+    """Whether `cached_step(root, name, params, ..., shipped=shipped)` would load or copy the step, not build it."""
+    return step_cached(root, name, params) or (shipped is not None and step_cached(shipped, name, params))
+
+
 _NOTES: dict = {"sink": None}
 
 

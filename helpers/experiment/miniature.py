@@ -39,8 +39,7 @@ def ship(P) -> Path:
     Path(P.cache_dir).mkdir(parents=True, exist_ok=True)
     start = time.time()
     with tempfile.TemporaryDirectory(prefix=".ship-", dir=P.cache_dir) as empty:
-        mini = stages.backend(replace(P, cache_dir=empty, mini_trained="")).mini
-        mini.recogniser()
+        mini = stages.backend(replace(P, cache_dir=empty, mini_trained="")).mini    # recogniser trained beside
         return write(mini, P.mini_trained, time.time() - start)
 
 

@@ -21,7 +21,7 @@ from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGenera
 from tqdm.auto import tqdm
 
 from helpers.artifacts import (build_seconds, cached_step, load_json, load_tensors, note, params_key, save_json,
-                               save_tensors, step_cached, was_shipped)
+                               save_tensors, step_ready, was_shipped)
 from helpers.backends.mini import espeak
 from helpers.backends.mini.codec import CodecConfig, RVQCodec, fit_codec, frame_features
 from helpers.backends.languages import CODES as LANGS, LANGUAGES
@@ -271,7 +271,7 @@ def _build(cfg: MiniBuildConfig, cache_dir: str | Path, log, recogniser_beside: 
                         numerics=paths)
     model_params = dict(codec=params_key(codec_params), model=asdict(cfg.model), train=asdict(cfg.train),
                         seed=cfg.seed, threads=MODEL_THREADS, numerics=paths)
-    to_train = not any(root is not None and step_cached(root, "model", model_params) for root in (cache_dir, shipped))
+    to_train = not step_ready(cache_dir, "model", model_params, shipped)
     beside = _start_recogniser(cfg, speech, Path(cache_dir), shipped) if recogniser_beside and to_train else None
     codec_folder = cached_step(cache_dir, "codec", codec_params, lambda f: _codec_step(cfg, speech, f), log, shipped)
     items = _load_items(speech, codec_folder)

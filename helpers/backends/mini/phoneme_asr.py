@@ -27,8 +27,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.artifacts import (cached_step, load_json, load_tensors, note, save_json, save_tensors, step_cached,
-                               step_folder)
+from helpers.artifacts import (cached_step, load_json, load_tensors, note, save_json, save_tensors, step_folder,
+                               step_ready)
 from helpers.method.checks import positive_int
 from helpers.backends.mini.codec import log_mel
 from helpers.backends.mini.speech import speech_key
@@ -210,8 +210,7 @@ def recogniser_folder(cfg: RecogniserConfig, speech: str | Path, cache_dir: str 
 
 def recogniser_cached(cfg: RecogniserConfig, speech: str | Path, cache_dir: str | Path, shipped=None) -> bool:
     """Whether `recogniser(cfg, speech, cache_dir, shipped=shipped)` would load rather than train."""
-    params = _step_params(cfg, Path(speech))
-    return any(root is not None and step_cached(root, "recogniser", params) for root in (cache_dir, shipped))
+    return step_ready(cache_dir, "recogniser", _step_params(cfg, Path(speech)), shipped)
 
 
 def recogniser(cfg: RecogniserConfig, speech: str | Path, cache_dir: str | Path,

@@ -32,8 +32,9 @@ def ship(mini: Mini, dest: str | Path, seconds: float) -> Path:
     def write(tmp: Path) -> None:
         for folder in folders.values():
             shutil.copytree(folder, tmp / folder.name)
-        save_json(tmp / "manifest.json", manifest(mini, folders, seconds))
-        (tmp / "README.md").write_text(readme(load_json(tmp / "manifest.json")))
+        m = manifest(mini, folders, seconds)
+        save_json(tmp / "manifest.json", m)
+        (tmp / "README.md").write_text(readme(m))
 
     return atomic_folder(dest, write)
 
