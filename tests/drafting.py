@@ -1,6 +1,7 @@
 """Test drafters and trees used by several test files."""
 
 import torch
+import torch.nn.functional as F
 
 from helpers.method.calibration import REFERENCE_TABLE as TABLE, greedy_tree
 from helpers.method.drafters import Drafter, MedusaHeads, PositionOffsets, PreNormOffsets, ReusedHeads
@@ -52,3 +53,15 @@ def random_drafters(predictor, seed=0):
     prenorm = PreNormOffsets(predictor, offsets=torch.randn(3, predictor.hidden_size, generator=gen,
                                                             dtype=torch.float64).to(predictor.device, predictor.dtype))
     return {"reused": ReusedHeads(predictor), "offsets": offsets, "offsets_prenorm": prenorm, "medusa": medusa}
+
+
+def per_head_loss(drafter, h, codes):
+    """`Drafter.loss` by its definition, one (t, j) at a time: the summed CE of `draft_logits(h_t, t)` over depths
+    j <= K and valid t, mean over the batch. h [B, 15, H], codes [B, 16] -> scalar."""
+    h = h.to(drafter.master_dtype)
+    total = h.new_zeros(())
+    for t in range(1, drafter.num_codes):
+        depth = min(drafter.depth, drafter.num_codes - t)
+        logits = drafter.draft_logits(h[:, t - 1], t, depth)                      # [B, depth, V]
+        total = total + F.cross_entropy(logits.flatten(0, 1), codes[:, t + 1:t + 1 + depth].flatten(), reduction="sum")
+    return total / h.shape[0]

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from conftest import frame_inputs
+from drafting import per_head_loss
 from helpers.method.calibration import acceptance_table, greedy_tree, path_probability, tree_margin, uncapped_table
 from helpers.method.diagnostics import (Diagnostics, codebook_usage, diagnostics, own_drafts, own_head_loss,
                                         score_drafts, translation_constancy)
@@ -25,6 +26,9 @@ class OwnHeadDrafter(Drafter):
     def draft_logits(self, h, t, depth=None):
         assert torch.equal(h, self.h[:, t - 1])                         # the diagnostics pass every frame in order
         return torch.stack([self.h[:, t + j - 1] @ self.head_weight(t, j).T for j in range(1, (depth or 3) + 1)], 1)
+
+    def loss(self, h, codes):
+        return per_head_loss(self, h, codes)
 
 
 @pytest.fixture(scope="module")

@@ -91,6 +91,9 @@ def test_the_whole_sequence_runs_on_smoke_with_complete_metrics(smoke_run):
     assert set(metrics["run"]["wall_s"]) == set(names)
     assert metrics["languages"]["en"]["wer_ar"] is not None and metrics["languages"]["de"]["wer_ar"] is None
     assert all(metrics["languages"][lang]["per_ar"] is not None for lang in P.languages)     # PER in every language
+    by_level = metrics["codec_levels_per"]                # notebook 01's round trip with all 16 levels is notebook 05's
+    assert by_level["levels"][-1] == 16 and set(by_level["per"]) == set(P.languages)
+    assert all(by_level["per"][lang][-1] == metrics["languages"][lang]["per_codec"] for lang in P.languages)
     en = metrics["languages"]["en"]                 # PER over every seed, the extra WER column from the first
     assert len(en["per_ar_per_seed"]) == len(en["per_spec_per_seed"]) == P.wer_seeds > 1
     assert len(en["wer_ar_per_seed"]) == len(en["wer_spec_per_seed"]) == 1 and en["wer_ar_std"] is None

@@ -10,6 +10,7 @@ from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import MedusaHeads, PositionOffsets, PreNormOffsets, ReusedHeads
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
+from drafting import per_head_loss
 from helpers.method.training import TeacherForcedHidden, TrainConfig, held_out_loss, train_drafter, train_with_sweep
 
 SPEC = TinyTalkerSpec(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, vocab_size=64,
@@ -65,22 +66,26 @@ def test_prenorm_reads_the_residual_from_one_extraction(data):
     assert torch.equal(trained[0].b, trained[1].b) and not torch.equal(trained[0].b, start)
 
 
-def test_medusa_batched_loss_equals_the_per_head_loss():
-    """MedusaHeads.loss (one product over every head) is the drafters' common per-(t, j) loss, value and gradient."""
+@pytest.mark.parametrize("kind", [ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads])
+def test_batched_loss_is_the_per_head_loss_of_the_drafts(kind):
+    """`Drafter.loss` (one product over every (t, j)) is the CE of what the drafter drafts (`draft_logits`, one
+    (t, j) at a time), value and gradient, for every drafter, with trained-looking (non-zero) parameters."""
     cp = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=torch.float64))
-    medusa = MedusaHeads(cp)
+    drafter = kind(cp)
     with torch.no_grad():
-        medusa.heads.add_(0.1 * torch.randn(medusa.heads.shape, generator=torch.Generator().manual_seed(1),
-                                            dtype=torch.float64))
+        for p in drafter.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1), dtype=p.dtype))
     gen = torch.Generator().manual_seed(2)
     h, codes = torch.randn(64, 15, 64, generator=gen, dtype=torch.float64), torch.randint(0, 64, (64, 16), generator=gen)
-    grads = []
-    for loss in (medusa.loss, lambda *a: ReusedHeads.loss(medusa, *a)):
-        medusa.zero_grad()
+    out = []
+    for loss in (drafter.loss, lambda *a: per_head_loss(drafter, *a)):
+        drafter.zero_grad()
         value = loss(h, codes)
-        value.backward()
-        grads.append((value.detach(), medusa.heads.grad.clone()))
-    assert torch.allclose(grads[0][0], grads[1][0], rtol=1e-12) and torch.allclose(grads[0][1], grads[1][1], atol=1e-12)
+        if list(drafter.parameters()):
+            value.backward()
+        out.append((value.detach(), [p.grad.clone() for p in drafter.parameters()]))
+    assert torch.allclose(out[0][0], out[1][0], rtol=1e-12)
+    assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(out[0][1], out[1][1], strict=True))
 
 
 def test_early_stopping_keeps_the_best_held_out_epoch(data):

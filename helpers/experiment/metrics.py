@@ -3,6 +3,8 @@
 Sections (dotted keys):
     run.{params, seeds, versions, device, git_revision, wall_s.<notebook>}
     data.table                                              (Table 1 rows)
+    codec_levels, codec_levels_per.{levels, per.<code>, mean}   (mini: each codec level's statistics, and the round
+                            trip's PER with the first k levels: `helpers.experiment.codec_round_trip`)
     drafters.<reused|offsets|offsets_prenorm|medusa>.{tokens_per_step, added_params, ...}
     main_drafter.{name, why, expected_tokens_per_step}      (`stages.main_drafter_choice`: chosen on calibration data)
     languages.<code>.{tokens_per_step_ar, tokens_per_step_spec, per_gt, per_codec, per_ar, per_spec, per_ar_std,

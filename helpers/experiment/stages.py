@@ -32,7 +32,8 @@ from helpers.method.main_drafter import choose_main_drafter
 from helpers.method.parity import CodeParity, FrameComparison, code_parity, compare_frames
 from helpers.method.predictor import CodePredictor
 from helpers.method.replay import Replay, replay_calls
-from helpers.method.training import TeacherForcedHidden, TrainConfig, TrainResult, sweep_choice, train_drafter
+from helpers.method.training import (MATERIALISE_BYTES, TeacherForcedHidden, TrainConfig, TrainResult, materialised,
+                                     sweep_choice, train_drafter)
 from helpers.method.tree import SparseTree
 
 CALIBRATION_SEED = 10_000            # calibration synthesis seeds: P.seed + CALIBRATION_SEED + index
@@ -98,6 +99,30 @@ def teacher_forced(P: RunParams, role: str) -> tuple[torch.Tensor, TeacherForced
     return cached(P, "data", build, load, name=f"data-{role}")
 
 
+def drafter_states(P: RunParams, role: str, prenorm: bool) -> torch.Tensor | TeacherForcedHidden:
+    """What the drafters read on a role's teacher-forced frames: h [F, 15, H], or r (the residual stream before the
+    final norm) where `prenorm`. Computed once and saved where it fits in `MATERIALISE_BYTES` (every drafter job and
+    learning rate then loads it: the code predictor's pass over the miniature's train role took 46 s of each job);
+    larger (the real model's VoxPopuli set) it stays a `TeacherForcedHidden`, computed a batch at a time."""
+    b = backend(P)
+    _, lazy, _ = teacher_forced(P, role)
+    lazy = TeacherForcedHidden(lazy.predictor, lazy.g, lazy.codes, prenorm)
+    if lazy.shape.numel() * lazy.g.element_size() > MATERIALISE_BYTES:
+        return lazy
+
+    def build(folder):
+        save_tensors(folder / "states.safetensors", {"states": materialised(lazy)})
+
+    def load(folder):
+        return load_tensors(folder / "states.safetensors")["states"].to(b.predictor.device)
+
+    return cached(P, "data", build, load, name=f"states-{role}-{'r' if prenorm else 'h'}")
+
+
+def drafter_states_job(P: RunParams, job: tuple[str, bool]) -> None:
+    drafter_states(*((P,) + job))
+
+
 # -- drafters: trained on teacher-forced train data, scored on validation ---------------------------
 @dataclass
 class TrainedDrafters:
@@ -114,8 +139,10 @@ def drafters(P: RunParams, progress: bool = True) -> TrainedDrafters:
 
     def build(folder):
         teacher_forced(P, "train")                                   # built here: the workers only load them
-        _, h_val, codes_val = teacher_forced(P, "validation")
+        _, _, codes_val = teacher_forced(P, "validation")
         lrs = [float(lr) for lr in P.drafter_lr_sweep or [P.drafter_lr]]
+        reads = sorted({make_drafter(k, predictor, P.depth).prenorm for k in P.drafters})
+        run_jobs(P, drafter_states_job, [(role, prenorm) for role in ("train", "validation") for prenorm in reads])
         trainable = [k for k in P.drafters if list(make_drafter(k, predictor, P.depth).parameters())]
         jobs = [DrafterJob(kind, lr) for kind in trainable for lr in lrs]
         runs = dict(zip(jobs, run_jobs(P, drafter_job, jobs, "train drafters" if progress else None)))
@@ -130,7 +157,8 @@ def drafters(P: RunParams, progress: bool = True) -> TrainedDrafters:
                                       val_loss=sweep.result.val_loss,
                                       sweep={f"{lr:g}": v for lr, v in sweep.best_val.items()})
                 save_tensors(folder / f"{kind}.safetensors", d.state_dict())
-            validation[kind] = acceptance_table(d, h_val.for_drafter(d)[:], codes_val, P.acceptance_width).tolist()
+            validation[kind] = acceptance_table(d, drafter_states(P, "validation", d.prenorm)[:], codes_val,
+                                                P.acceptance_width).tolist()
         save_json(folder / "history.json", {"loss_history": history, "validation": validation, "training": training})
 
     def load(folder):
@@ -309,10 +337,11 @@ def drafter_job(P: RunParams, job: DrafterJob) -> tuple[dict, TrainResult]:
     from the code predictor's heads or from zeros, the batches from P.seed), so the kept drafters do not depend on
     how many processes trained them."""
     predictor = backend(P).predictor
-    _, h, codes = teacher_forced(P, "train")
-    _, h_val, codes_val = teacher_forced(P, "validation")
+    _, _, codes = teacher_forced(P, "train")
+    _, _, codes_val = teacher_forced(P, "validation")
     cfg = TrainConfig(P.drafter_epochs, job.lr, P.drafter_batch_size, P.seed, P.drafter_patience)
     drafter = make_drafter(job.kind, predictor, P.depth)
+    h, h_val = (drafter_states(P, role, drafter.prenorm) for role in ("train", "validation"))
     result = train_drafter(drafter, h, codes, cfg, progress=False, val=(h_val, codes_val))
     return drafter.state_dict(), result
 

@@ -73,19 +73,27 @@ class Drafter(nn.Module):
         return torch.stack([F.linear(self.draft_input(h, j), self.head_weight(t, j).to(h.dtype))
                             for j in range(1, depth + 1)], dim=1)
 
+    def head_stack(self) -> torch.Tensor:
+        """The weights `head_weight(t, j)` of every (t, j) at once, [15, K, V, H] (H_15 where t + j > 15: a slot no
+        loss reads). A drafter that drafts otherwise than `draft_logits` does overrides `loss` too."""
+        n = self.num_codes
+        return torch.stack([self._heads[min(t + j, n) - 1].detach() for t in range(1, n + 1)
+                            for j in range(1, self.depth + 1)]).unflatten(0, (n, self.depth))
+
     def loss(self, h: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
-        """Summed draft cross-entropy over depths j <= K and valid t, mean over the batch.
+        """Summed draft cross-entropy over depths j <= K and valid t, mean over the batch: the CE of `draft_logits`
+        (tests/drafting.py `per_head_loss` is that definition, one (t, j) at a time), in one batched product.
 
         h [B, 15, H] (h[:, t-1] = h_t; r_t if `prenorm`), codes [B, 16] (c0..c15) -> scalar, computed in `master_dtype`
         """
         h = h.to(self.master_dtype)
-        total = h.new_zeros(())
-        for t in range(1, self.num_codes):
-            depth = min(self.depth, self.num_codes - t)
-            logits = self.draft_logits(h[:, t - 1], t, depth)                    # [B, depth, V]
-            target = codes[:, t + 1:t + 1 + depth]
-            total = total + F.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="sum")
-        return total / h.shape[0]
+        t = torch.arange(1, self.num_codes + 1, device=h.device)[:, None]
+        target = t + torch.arange(1, self.depth + 1, device=h.device)[None]      # [15, K]: code index t + j
+        valid = target <= self.num_codes
+        x = torch.stack([self.draft_input(h, j) for j in range(1, self.depth + 1)], dim=2)   # [B, 15, K, H]
+        logits = torch.einsum("btjh,tjvh->btjv", x, self.head_stack().to(h.dtype))       # [B, 15, K, V]
+        labels = codes[:, target.clamp(max=self.num_codes)]                    # [B, 15, K]
+        return F.cross_entropy(logits[:, valid].flatten(0, 1), labels[:, valid].flatten(), reduction="sum") / h.shape[0]
 
 
 class ReusedHeads(Drafter):
@@ -145,16 +153,10 @@ class MedusaHeads(Drafter):
     def head_weight(self, t: int, j: int) -> torch.Tensor:
         return self.heads[t - 1, j - 1]
 
-    def loss(self, h: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
-        """`Drafter.loss` in one batched product over every (t, j): indexing one head at a time would fill a
-        gradient of all 15 K heads per head (the step about 20x slower). h [B, 15, H], codes [B, 16] -> scalar."""
-        h = h.to(self.master_dtype)
-        t = torch.arange(1, self.num_codes + 1, device=h.device)[:, None]
-        target = t + torch.arange(1, self.depth + 1, device=h.device)[None]      # [15, K]: code index t + j
-        valid = target <= self.num_codes
-        logits = torch.einsum("bth,tjvh->btjv", h, self.heads)                 # [B, 15, K, V]
-        labels = codes[:, target.clamp(max=self.num_codes)]                    # [B, 15, K]
-        return F.cross_entropy(logits[:, valid].flatten(0, 1), labels[:, valid].flatten(), reduction="sum") / h.shape[0]
+    def head_stack(self) -> torch.Tensor:
+        """The trained heads themselves (indexing one head at a time would fill a gradient of all 15 K heads per
+        head: the step about 20x slower)."""
+        return self.heads
 
 
 DRAFTERS = {cls.kind: cls for cls in (ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads)}

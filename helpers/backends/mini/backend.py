@@ -75,6 +75,12 @@ class MiniBackend(Backend):
     def decode(self, codes: torch.Tensor) -> np.ndarray:
         return self.mini.codec.decode(codes.cpu().numpy())
 
+    def decode_levels(self, codes: torch.Tensor, levels: int) -> np.ndarray:
+        """codes [T, 16] decoded with their first `levels` levels only (1..16; 16 is `decode`)."""
+        if not 1 <= levels <= codes.shape[1]:
+            raise ValueError(f"levels must be in 1..{codes.shape[1]}, got {levels}")
+        return self.mini.codec.decode(codes.cpu().numpy(), stages=levels)
+
     @property
     def codebook_sizes(self) -> list[int]:
         """The miniature codec's own codebook sizes for c1..c15 (smaller than the predictor's vocabulary)."""
