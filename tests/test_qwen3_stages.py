@@ -61,7 +61,7 @@ def test_drafters_trained_in_two_workers_equal_those_trained_in_this_process(P):
 def test_stage_artifacts_are_reused(P):
     folders = sorted(p.name for p in (P.run_dir / "artifacts").iterdir())
     assert [f.split("-")[0] for f in folders] == ["calibration", "data", "data", "drafters", "evaluation"] + [
-        "samples"] * 4 + ["syntheses", "wer"]
+        "samples"] * 4 + ["states"] * 4 + ["syntheses", "wer"]     # states: h and r of the train and validation roles
     clear_caches("stages")
     before = {p: p.stat().st_mtime for p in (P.run_dir / "artifacts").rglob("*") if p.is_file()}
     stages.evaluation(P)                                                   # loaded from disk, nothing rebuilt
