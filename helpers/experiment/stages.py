@@ -32,7 +32,7 @@ from helpers.method.main_drafter import choose_main_drafter
 from helpers.method.parity import CodeParity, FrameComparison, code_parity, compare_frames
 from helpers.method.predictor import CodePredictor
 from helpers.method.replay import Replay, replay_calls
-from helpers.method.training import (MATERIALISE_BYTES, TeacherForcedHidden, TrainConfig, TrainResult, materialised,
+from helpers.method.training import (TeacherForcedHidden, TrainConfig, TrainResult, fits_in_memory, materialised,
                                      sweep_choice, train_drafter)
 from helpers.method.tree import SparseTree
 
@@ -107,7 +107,7 @@ def drafter_states(P: RunParams, role: str, prenorm: bool) -> torch.Tensor | Tea
     b = backend(P)
     _, lazy, _ = teacher_forced(P, role)
     lazy = TeacherForcedHidden(lazy.predictor, lazy.g, lazy.codes, prenorm)
-    if lazy.shape.numel() * lazy.g.element_size() > MATERIALISE_BYTES:
+    if not fits_in_memory(lazy):
         return lazy
 
     def build(folder):
@@ -120,7 +120,8 @@ def drafter_states(P: RunParams, role: str, prenorm: bool) -> torch.Tensor | Tea
 
 
 def drafter_states_job(P: RunParams, job: tuple[str, bool]) -> None:
-    drafter_states(*((P,) + job))
+    role, prenorm = job
+    drafter_states(P, role, prenorm)
 
 
 # -- drafters: trained on teacher-forced train data, scored on validation ---------------------------

@@ -66,9 +66,14 @@ class TrainResult:
 MATERIALISE_BYTES = 1 << 30      # a TeacherForcedHidden up to this size is computed once, not once per batch
 
 
+def fits_in_memory(h: TeacherForcedHidden) -> bool:
+    """Whether h's states, computed whole, take at most MATERIALISE_BYTES."""
+    return h.shape.numel() * h.g.element_size() <= MATERIALISE_BYTES
+
+
 def materialised(h):
     """h as a tensor where it fits in MATERIALISE_BYTES (computed once: every epoch then reads it), else as given."""
-    if isinstance(h, TeacherForcedHidden) and h.shape.numel() * h.g.element_size() <= MATERIALISE_BYTES:
+    if isinstance(h, TeacherForcedHidden) and fits_in_memory(h):
         return torch.cat([h[i:i + 4096] for i in range(0, h.shape[0], 4096)])
     return h
 
