@@ -8,7 +8,7 @@ from drafting import TREES, random_drafters
 from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import SpeculativeDecoder
 from helpers.adapter.inner_loop import InnerLoop
-from helpers.method.replay import replay_calls
+from helpers.method.replay import replay_calls, walk_calls
 from helpers.adapter.synthesis import Synthesis
 from helpers.backends.mini.model import MiniModelSpec, TextVocab, build_mini_model
 from helpers.method.sampling import SamplerConfig
@@ -101,3 +101,19 @@ def test_replay_reproduces_the_calls_of_a_full_synthesis(model):
         replay_calls(decoder, runs, [5, 4])                               # wrong uniforms: other codes
     counted = replay_calls(decoder, runs, [5, 4], strict=False)           # counted, not raised
     assert 0 < counted.mismatched <= counted.frames == replay.frames
+
+
+@pytest.mark.parametrize("kind", ["reused", "medusa", "offsets", "offsets_prenorm"])
+@pytest.mark.parametrize("tree", ["chain", "full2", "sparse4", "sparse32"])
+def test_the_walk_over_recorded_codes_gives_the_decoders_calls(model, kind, tree):
+    """Exact inner loop: walking the decoder's plans over the recorded codes (no decoding) gives the calls of the
+    decoder itself, frame for frame, for every drafter and tree (the evaluation stage's replay rests on it)."""
+    predictor = CodePredictor.from_talker(model.talker)
+    decoder = SpeculativeDecoder(predictor, random_drafters(predictor)[kind], TREES[tree], SamplerConfig())
+    runs = []
+    for seed in (6, 7):
+        codes, hidden, _ = synthesize(model, "ar", seed=seed, frames=12)
+        runs.append(Synthesis(codes, hidden, [15] * codes.shape[0]))
+    walked, decoded = walk_calls(decoder, runs), replay_calls(decoder, runs, [6, 7])
+    assert walked.calls == decoded.calls and walked.frames == decoded.frames
+    assert len({c for frame in walked.calls for c in frame}) > 1          # frames differ: not a constant

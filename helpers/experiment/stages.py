@@ -1,6 +1,6 @@
 """The experiment as cached stages, shared by the notebooks (each notebook runs one stage and shows it).
 
-    data -> drafters -> calibration -> evaluation -> quality (`helpers.experiment.quality`)
+    data (`helpers.experiment.data_stage`) -> drafters -> calibration -> evaluation -> quality (`helpers.experiment.quality`)
 
 Every stage writes its artifacts to `outputs/<run>/artifacts/<stage>-<key>/` (safetensors and JSON,
 built in a temporary folder and renamed), where the key hashes the parameters the stage and the
@@ -17,6 +17,8 @@ import torch
 
 from helpers.artifacts import load_json, load_tensors, save_json, save_tensors
 from helpers.backends.base import Sample
+from helpers.experiment.data_stage import (dataset_table, drafter_states, drafter_states_job,  # noqa: F401 (re-exported)
+                                           samples, teacher_forced)
 from helpers.experiment.backend_factory import backend, predictor_in, sampler
 from helpers.experiment.ideal import ceiling_job, frame_blocks, ideal_job
 from helpers.experiment.params import RunParams
@@ -31,9 +33,8 @@ from helpers.method.drafters import OFFSET_KINDS, Drafter, make_drafter
 from helpers.method.main_drafter import choose_main_drafter
 from helpers.method.parity import CodeParity, FrameComparison, code_parity, compare_frames
 from helpers.method.predictor import CodePredictor
-from helpers.method.replay import Replay, replay_calls
-from helpers.method.training import (TeacherForcedHidden, TrainConfig, TrainResult, fits_in_memory, materialised,
-                                     sweep_choice, train_drafter)
+from helpers.method.replay import Replay, replay_calls, teacher_forced_states, walk_calls
+from helpers.method.training import TrainConfig, TrainResult, sweep_choice, train_drafter
 from helpers.method.tree import SparseTree
 
 CALIBRATION_SEED = 10_000            # calibration synthesis seeds: P.seed + CALIBRATION_SEED + index
@@ -50,78 +51,6 @@ def main_drafter_choice(P: RunParams) -> dict:
     trained = [k for k in OFFSET_KINDS if k in P.drafters]
     expected = {k: calibration(P).expected[k][P.tree_size] for k in trained} if len(trained) > 1 else {}
     return choose_main_drafter(P.drafters, expected, P.tree_size)
-
-
-# -- data: the encoded samples of every role, and teacher-forced (g, codes) ---------------------------
-SAMPLE_FIELDS = ("id", "lang", "text", "speaker", "seconds")
-
-
-def samples(P: RunParams, role: str) -> list[Sample]:
-    """The backend's samples of a role (text, input_ids [1, n + 8], codes [T, 16], ...), saved once per run: the
-    datasets are streamed and encoded by the first process that asks, every later one reads the artifact."""
-    b = backend(P)
-
-    def build(folder):
-        rows = b.samples(role)
-        tensors = {f"{i}.{k}": v for i, s in enumerate(rows) for k, v in (("input_ids", s.input_ids), ("codes", s.codes))
-                   if v is not None}
-        save_tensors(folder / "samples.safetensors", tensors)
-        save_json(folder / "samples.json", [{k: getattr(s, k) for k in SAMPLE_FIELDS} for s in rows])
-
-    def load(folder):
-        t, device = load_tensors(folder / "samples.safetensors"), b.model.device
-        return [Sample(**row, input_ids=t[f"{i}.input_ids"].to(device),
-                       codes=t[f"{i}.codes"].to(device) if f"{i}.codes" in t else None)
-                for i, row in enumerate(load_json(folder / "samples.json"))]
-
-    return cached(P, "data", build, load, name=f"samples-{role}")
-
-
-def dataset_table(P: RunParams) -> list[dict]:
-    """The paper's Table 1 shape (stage, dataset, language, samples, hours, frames) of the run's saved samples."""
-    return backend(P).dataset_table(lambda role: samples(P, role))
-
-
-def teacher_forced(P: RunParams, role: str) -> tuple[torch.Tensor, TeacherForcedHidden, torch.Tensor]:
-    """g [F, H_talker], h [F, 15, H] (computed per batch on indexing: h[idx], h[:]), codes [F, 16] over every
-    frame of a role (train or validation)."""
-    b = backend(P)
-
-    def build(folder):
-        g, codes = b.teacher_forced(samples(P, role))
-        save_tensors(folder / "teacher_forced.safetensors", {"g": g, "codes": codes})
-
-    def load(folder):
-        t = load_tensors(folder / "teacher_forced.safetensors")
-        g, codes = t["g"].to(b.predictor.device, b.predictor.dtype), t["codes"].to(b.predictor.device)
-        return g, TeacherForcedHidden(b.predictor, g, codes), codes
-
-    return cached(P, "data", build, load, name=f"data-{role}")
-
-
-def drafter_states(P: RunParams, role: str, prenorm: bool) -> torch.Tensor | TeacherForcedHidden:
-    """What the drafters read on a role's teacher-forced frames: h [F, 15, H], or r (the residual stream before the
-    final norm) where `prenorm`. Computed once and saved where it fits in `MATERIALISE_BYTES` (every drafter job and
-    learning rate then loads it: the code predictor's pass over the miniature's train role took 46 s of each job);
-    larger (the real model's VoxPopuli set) it stays a `TeacherForcedHidden`, computed a batch at a time."""
-    b = backend(P)
-    _, lazy, _ = teacher_forced(P, role)
-    lazy = TeacherForcedHidden(lazy.predictor, lazy.g, lazy.codes, prenorm)
-    if not fits_in_memory(lazy):
-        return lazy
-
-    def build(folder):
-        save_tensors(folder / "states.safetensors", {"states": materialised(lazy)})
-
-    def load(folder):
-        return load_tensors(folder / "states.safetensors")["states"].to(b.predictor.device)
-
-    return cached(P, "data", build, load, name=f"states-{role}-{'r' if prenorm else 'h'}")
-
-
-def drafter_states_job(P: RunParams, job: tuple[str, bool]) -> None:
-    role, prenorm = job
-    drafter_states(P, role, prenorm)
 
 
 # -- drafters: trained on teacher-forced train data, scored on validation ---------------------------
@@ -277,6 +206,8 @@ class Evaluation:
     replay: dict[str, dict[int, float]]            # measured tokens/step (replayed inner loop): main drafter at
                                                    # every N, the others at tree_size
     replay_mismatched: dict[str, dict[int, int]]   # replayed frames whose codes differ from the AR run's (0 if exact)
+    replay_decoded: dict[str, dict[int, int]]      # frames decoded again (all where inexact; where exact, the walk's
+                                                   # check on `checked_runs`)
     replay_matches_synthesis: bool | None          # replay's calls == the full path's (None: frames not identical)
 
     @property
@@ -364,7 +295,7 @@ def synthesis_job(P: RunParams, job: SynthesisJob) -> Synthesis:
 
 
 def replay_job(P: RunParams, job: tuple[str, int, list[int]]) -> Replay:
-    """The AR evaluation runs `indices` replayed by drafter `kind` at tree size n (`replay_calls`)."""
+    """The AR evaluation runs `indices` decoded again by drafter `kind` at tree size n (`replay_calls`)."""
     kind, n, indices = job
     ar, _ = syntheses(P)
     return replay_calls(decoder(P, kind, n), [ar[i] for i in indices], [P.seed + i for i in indices], strict=P.exact)
@@ -373,31 +304,74 @@ def replay_job(P: RunParams, job: tuple[str, int, list[int]]) -> Replay:
 REPLAY_CHUNK = 10                   # evaluation runs per replay job
 
 
+def checked_runs(rows: list[Sample]) -> list[int]:
+    """The evaluation runs decoded in full for every drafter and N where the walk gives the calls: the first of each
+    language."""
+    first = {}
+    for i, s in enumerate(rows):
+        first.setdefault(s.lang, i)
+    return sorted(first.values())
+
+
+def replayed(P: RunParams, configs: list[tuple[str, int]], ar: list[Synthesis]) -> tuple[dict, dict]:
+    """Per config (drafter, N): its `Replay` over every AR evaluation run, and the frames decoded to get or check it.
+
+    Exact inner loop: the walk over the recorded codes (`walk_calls`, one pass), checked against the decoder itself
+    on `checked_runs` (same calls frame for frame, same codes: else it raises). Otherwise every run is decoded again
+    (`replay_calls`, its differing frames counted)."""
+    rows = samples(P, "evaluation")
+    if not P.exact:
+        chunks = [list(range(i, min(i + REPLAY_CHUNK, len(ar)))) for i in range(0, len(ar), REPLAY_CHUNK)]
+        parts = iter(run_jobs(P, replay_job, [(kind, n, c) for kind, n in configs for c in chunks], "replay"))
+        out = {}
+        for config in configs:
+            done = [next(parts) for _ in chunks]
+            out[config] = Replay([c for r in done for c in r.calls], sum(r.mismatched for r in done),
+                                 sum(r.frames for r in done))
+        return out, {config: r.frames for config, r in out.items()}
+    check = checked_runs(rows)
+    decoded = dict(zip(configs, run_jobs(P, replay_job, [(kind, n, check) for kind, n in configs], "replay check")))
+    out, states = {}, teacher_forced_states(backend(P).predictor, ar)         # one pass serves every config
+    for kind, n in configs:
+        dec = decoder(P, kind, n)
+        out[kind, n] = walked = walk_calls(dec, ar, states[dec.drafter.prenorm])
+        if decoded[kind, n].calls != [walked.calls[i] for i in check]:
+            raise RuntimeError(f"{kind} at N={n}: the walk over the recorded codes and the decoder disagree on the calls "
+                               f"of evaluation runs {check}")
+    return out, {config: r.frames for config, r in decoded.items()}
+
+
+def replayed_tokens_per_step(P: RunParams, dec: SpeculativeDecoder) -> float:
+    """Tokens/step of any decoder on every AR evaluation frame, counted as `replayed` counts Table 2's (without its
+    check): the walk where the inner loop is exact, else every frame decoded again."""
+    ar, _ = syntheses(P)
+    r = walk_calls(dec, ar) if P.exact else replay_calls(dec, ar, [P.seed + i for i in range(len(ar))], strict=False)
+    return r.tokens_per_step(dec.predictor.num_codes)
+
+
 def evaluation(P: RunParams) -> Evaluation:
-    """The evaluation syntheses compared (frames, distribution) and replayed for every drafter and N. Never raises
-    on a differing frame: with an inexact inner loop (P.exact False) differences are counted; with a float64 one
-    the notebooks assert there are none (and replay raises on one, after the syntheses are saved)."""
+    """The evaluation syntheses compared (frames, distribution) and replayed for every drafter and N (`replayed`).
+    Never raises on a differing frame: with an inexact inner loop (P.exact False) differences are counted; with a
+    float64 one the notebooks assert there are none (and replay raises on one, after the syntheses are saved)."""
     b = backend(P)
     rows = samples(P, "evaluation")
     ar, spec = syntheses(P)
 
     def build(folder):
         comparison, parity = compare_runs(ar, spec)
-        replay, mismatched, matches = {}, {}, None
         configs = [(kind, n) for kind in P.drafters           # the main drafter at every N, the others at tree_size
                    for n in (P.tree_sizes if kind == main_drafter(P) else [P.tree_size])]
-        chunks = [list(range(i, min(i + REPLAY_CHUNK, len(ar)))) for i in range(0, len(ar), REPLAY_CHUNK)]
-        parts = iter(run_jobs(P, replay_job, [(kind, n, c) for kind, n in configs for c in chunks], "replay"))
-        for kind, n in configs:
-            done = [next(parts) for _ in chunks]
-            calls = [frame_calls for r in done for frame_calls in r.calls]
+        runs, checked = replayed(P, configs, ar)
+        replay, mismatched, decoded, matches = {}, {}, {}, None
+        for (kind, n), r in runs.items():
             if (kind, n) == (main_drafter(P), P.tree_size) and comparison.identical_fraction == 1.0:
-                matches = calls == [s.calls for s in spec]
-            replay.setdefault(kind, {})[n] = b.predictor.num_codes * sum(r.frames for r in done) / sum(map(sum, calls))
-            mismatched.setdefault(kind, {})[n] = sum(r.mismatched for r in done)
+                matches = r.calls == [s.calls for s in spec]
+            replay.setdefault(kind, {})[n] = r.tokens_per_step(b.predictor.num_codes)
+            mismatched.setdefault(kind, {})[n] = r.mismatched
+            decoded.setdefault(kind, {})[n] = checked[kind, n]
         save_json(folder / "evaluation.json", {"comparison": comparison.to_dict(), "parity": parity.to_dict(),
                                                "replay": replay, "replay_mismatched": mismatched,
-                                               "replay_matches_synthesis": matches})
+                                               "replay_decoded": decoded, "replay_matches_synthesis": matches})
 
     def load(folder):
         e = load_json(folder / "evaluation.json")
@@ -407,9 +381,10 @@ def evaluation(P: RunParams) -> Evaluation:
         return Evaluation(rows, ar, spec, FrameComparison(c["frames_compared"], c["frames_identical"],
                                                               c["first_difference"], c["onset"]),
                           CodeParity(par["p_values"], tuple(par["samples"]), par["alpha"]),
-                          by_n(e["replay"]), by_n(e["replay_mismatched"]), e["replay_matches_synthesis"])
+                          by_n(e["replay"]), by_n(e["replay_mismatched"]), by_n(e["replay_decoded"]),
+                          e["replay_matches_synthesis"])
 
-    return cached(P, "evaluation", build, load)
+    return cached(P, "evaluation", build, load, name="evaluation-replayed")   # (replayed by decoding only: "evaluation")
 
 
 def per_language(ev: Evaluation, frames_per_second: float) -> dict[str, dict]:

@@ -9,6 +9,13 @@ The evaluation stage checks this against a full synthesis for the main configura
 With a float32 or bf16 inner loop a replayed frame may round to other codes than the recorded one
 (`strict=False`): its calls still count (they are what the decoder spent on that frame), and the frame
 is counted as mismatched.
+
+Where the inner loop is exact the calls need no decoding at all (`walk_calls`): every sample the decoder
+draws on the accepted path is the recorded code, so a round rooted at c_t accepts the longest path of its
+tree whose drafts (from the teacher-forced h_t) are the recorded c_{t+1}, c_{t+2}, ... One teacher-forced
+pass over all frames and the decoder's own walk (`FusedPlan.walk`) per round give the same calls as
+`replay_calls`, frame for frame, at a small fraction of its cost (the evaluation stage checks the two
+against each other and against the full synthesis).
 """
 
 from __future__ import annotations
@@ -26,6 +33,10 @@ class Replay:
     calls: list[list[int]]      # model calls per frame of each run
     mismatched: int             # frames whose replayed codes differ from the recorded ones
     frames: int
+
+    def tokens_per_step(self, num_codes: int) -> float:
+        """Codes per inner call over every replayed frame: num_codes x frames / calls."""
+        return num_codes * self.frames / sum(map(sum, self.calls))
 
 
 @torch.no_grad()
@@ -48,3 +59,46 @@ def replay_calls(decoder: SpeculativeDecoder, runs: list, seeds: list[int], stri
         raise RuntimeError(f"replay gave other codes than the recorded runs on {count} of {len(mismatched)} frames: "
                            "g or the uniforms do not match the synthesis")
     return Replay(calls, count, len(mismatched))
+
+
+@torch.no_grad()
+def walk_calls(decoder: SpeculativeDecoder, runs: list, states: torch.Tensor | None = None) -> Replay:
+    """Model calls per frame of each run (a `Synthesis`: codes [T, 16], g [T, H_talker]) for a decoder that emits
+    the recorded codes (an exact inner loop): the decoder's plans walked over the recorded codes with drafts from the
+    teacher-forced states, one pass for all frames. Nothing is decoded, so `mismatched` is 0 by construction.
+
+    states: the runs' teacher-forced h [F, 15, H] (r for a prenorm drafter; `teacher_forced_states`), where the
+    caller has them: the pass is most of the cost, and one serves every decoder on the same predictor."""
+    p, d = decoder.predictor, decoder.drafter
+    codes = torch.cat([r.codes for r in runs]).to(p.device)                                  # [F, 16]
+    if states is None:
+        states = teacher_forced_states(p, runs)[d.prenorm]
+    if states.shape[:2] != (codes.shape[0], p.num_codes):
+        raise ValueError(f"states must be [{codes.shape[0]}, {p.num_codes}, H] for these runs, got {tuple(states.shape)}")
+    tokens, ys = {}, {}                                      # per root t: each frame's query tokens and draws
+    for t, plan in decoder.plans.items():
+        if plan.tree is not None:
+            cand = d.draft_logits(states[:, t - 1], t, plan.draft_depth).topk(plan.draft_width, dim=-1).indices
+            tokens[t] = torch.cat((codes[:, t:t + 1], cand[:, plan.node_depth, plan.node_rank]), dim=1).tolist()
+        ys[t] = codes[:, plan.out_pos].tolist()               # the recorded code each query token's sample draws
+    n, per_frame = p.num_codes, []
+    for f in range(codes.shape[0]):
+        t, calls = 1, 1                                         # the prefill call samples c_1
+        while t < n:
+            plan = decoder.plans[t]
+            node = 0 if plan.tree is None else plan.walk(ys[t][f], tokens[t][f])[0]
+            t, calls = plan.out_pos[node], calls + 1
+        per_frame.append(calls)
+    lengths = [r.codes.shape[0] for r in runs]
+    starts = [sum(lengths[:i]) for i in range(len(runs))]
+    return Replay([per_frame[s:s + m] for s, m in zip(starts, lengths)], 0, len(per_frame))
+
+
+@torch.no_grad()
+def teacher_forced_states(predictor, runs: list) -> dict[bool, torch.Tensor]:
+    """{False: h, True: r} [F, 15, H] over every recorded frame of the runs, from one teacher-forced pass (h is
+    the final norm of r)."""
+    codes = torch.cat([r.codes for r in runs]).to(predictor.device)
+    g = torch.cat([r.g for r in runs]).to(predictor.device, predictor.dtype)
+    r = predictor.teacher_forced_hidden(g, codes, prenorm=True)
+    return {False: predictor.final_norm(r), True: r}

@@ -166,6 +166,23 @@ def lossless_lines(lo: dict, talker_dtype: str | None = None) -> list[str]:
     return lines
 
 
+def replay_line(decoded: dict[str, dict[int, int]], frames: int, exact: bool) -> str:
+    """How Table 2 and the tree sweep counted their calls (`stages.replayed`): decoded: frames decoded again per
+    drafter and N, frames: the evaluation frames."""
+    counts = sorted({v for by_n in decoded.values() for v in by_n.values()})
+    configs = sum(len(by_n) for by_n in decoded.values())
+    if not exact:
+        return (f"Table 2 and the tree sweep decode all {frames:,} recorded frames again for each of the {configs} "
+                f"configurations (drafter, N) with the run's uniforms; a frame whose codes differ from the recorded "
+                f"one is counted, and its calls count.")
+    return (f"Table 2 and the tree sweep count the calls of {configs} configurations (drafter, N) on all {frames:,} "
+            f"frames by walking the decoder's own plans over the recorded codes: in exact mode every code the decoder "
+            f"samples on its accepted path is the recorded one, so a round accepts the longest path of its tree whose "
+            f"drafts are the recorded codes. To check the walk, every configuration was also decoded in full on "
+            f"{' / '.join(f'{c:,}' for c in counts)} frames (the first utterance of each language): the same calls, "
+            f"frame for frame, and the same codes.")
+
+
 def _profile_lines(by_n: dict) -> list[str]:
     """Where the time of a round goes at the best N (notebook 06's profile), in one paragraph."""
     profile, best = by_n.get("profile"), str(by_n.get("best_n"))

@@ -1,0 +1,86 @@
+"""The data stage: every role's encoded samples, their teacher-forced (g, codes) and the drafters' input states.
+
+The first stage of `helpers.experiment.stages` (which re-exports it), cached the same way: built once per run by the
+first process that asks, read from `outputs/<run>/artifacts/data-<key>/` by every later one.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from helpers.artifacts import load_json, load_tensors, save_json, save_tensors
+from helpers.backends.base import Sample
+from helpers.experiment.backend_factory import backend
+from helpers.experiment.params import RunParams
+from helpers.experiment.stage_cache import cached
+from helpers.method.training import TeacherForcedHidden, fits_in_memory, materialised
+
+SAMPLE_FIELDS = ("id", "lang", "text", "speaker", "seconds")
+
+
+def samples(P: RunParams, role: str) -> list[Sample]:
+    """The backend's samples of a role (text, input_ids [1, n + 8], codes [T, 16], ...), saved once per run: the
+    datasets are streamed and encoded by the first process that asks, every later one reads the artifact."""
+    b = backend(P)
+
+    def build(folder):
+        rows = b.samples(role)
+        tensors = {f"{i}.{k}": v for i, s in enumerate(rows) for k, v in (("input_ids", s.input_ids), ("codes", s.codes))
+                   if v is not None}
+        save_tensors(folder / "samples.safetensors", tensors)
+        save_json(folder / "samples.json", [{k: getattr(s, k) for k in SAMPLE_FIELDS} for s in rows])
+
+    def load(folder):
+        t, device = load_tensors(folder / "samples.safetensors"), b.model.device
+        return [Sample(**row, input_ids=t[f"{i}.input_ids"].to(device),
+                       codes=t[f"{i}.codes"].to(device) if f"{i}.codes" in t else None)
+                for i, row in enumerate(load_json(folder / "samples.json"))]
+
+    return cached(P, "data", build, load, name=f"samples-{role}")
+
+
+def dataset_table(P: RunParams) -> list[dict]:
+    """The paper's Table 1 shape (stage, dataset, language, samples, hours, frames) of the run's saved samples."""
+    return backend(P).dataset_table(lambda role: samples(P, role))
+
+
+def teacher_forced(P: RunParams, role: str) -> tuple[torch.Tensor, TeacherForcedHidden, torch.Tensor]:
+    """g [F, H_talker], h [F, 15, H] (computed per batch on indexing: h[idx], h[:]), codes [F, 16] over every
+    frame of a role (train or validation)."""
+    b = backend(P)
+
+    def build(folder):
+        g, codes = b.teacher_forced(samples(P, role))
+        save_tensors(folder / "teacher_forced.safetensors", {"g": g, "codes": codes})
+
+    def load(folder):
+        t = load_tensors(folder / "teacher_forced.safetensors")
+        g, codes = t["g"].to(b.predictor.device, b.predictor.dtype), t["codes"].to(b.predictor.device)
+        return g, TeacherForcedHidden(b.predictor, g, codes), codes
+
+    return cached(P, "data", build, load, name=f"data-{role}")
+
+
+def drafter_states(P: RunParams, role: str, prenorm: bool) -> torch.Tensor | TeacherForcedHidden:
+    """What the drafters read on a role's teacher-forced frames: h [F, 15, H], or r (the residual stream before the
+    final norm) where `prenorm`. Computed once and saved where it fits in `MATERIALISE_BYTES` (every drafter job and
+    learning rate then loads it: the code predictor's pass over the miniature's train role took 46 s of each job);
+    larger (the real model's VoxPopuli set) it stays a `TeacherForcedHidden`, computed a batch at a time."""
+    b = backend(P)
+    _, lazy, _ = teacher_forced(P, role)
+    lazy = TeacherForcedHidden(lazy.predictor, lazy.g, lazy.codes, prenorm)
+    if not fits_in_memory(lazy):
+        return lazy
+
+    def build(folder):
+        save_tensors(folder / "states.safetensors", {"states": materialised(lazy)})
+
+    def load(folder):
+        return load_tensors(folder / "states.safetensors")["states"].to(b.predictor.device)
+
+    return cached(P, "data", build, load, name=f"states-{role}-{'r' if prenorm else 'h'}")
+
+
+def drafter_states_job(P: RunParams, job: tuple[str, bool]) -> None:
+    role, prenorm = job
+    drafter_states(P, role, prenorm)
