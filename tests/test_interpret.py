@@ -3,7 +3,7 @@
 import pytest
 
 from helpers.report.interpret import (asr_has_signal, expected_gaps, gap_sentence, intelligibility, paired_test,
-                                      tree_drafter_split)
+                                      room_sentence, tree_drafter_split)
 
 
 def test_gaps_and_their_sentence():
@@ -13,6 +13,13 @@ def test_gaps_and_their_sentence():
     assert "medusa -0.080" in text and "largest shortfall is medusa's" in text and "spread of 0.030" in text
     with pytest.raises(ValueError, match="different drafters"):
         expected_gaps({"medusa": 1.0}, {"reused": 1.0})
+
+
+def test_the_room_is_the_ideal_drafters_lead_over_the_reused_heads():
+    text = room_sentence({"reused": {32: 2.07}, "medusa": {32: 2.13}}, {16: 2.15, 32: 2.36}, 32)
+    assert "would expect 2.360" in text and "reused 2.070 (-0.290)" in text and "medusa 2.130 (-0.230)" in text
+    assert "lead over the reused heads, +0.290," in text
+    assert "lead over" not in room_sentence({"medusa": {32: 2.13}}, {32: 2.36}, 32)
 
 
 def test_the_split_adds_up():

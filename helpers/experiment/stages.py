@@ -116,6 +116,8 @@ class Calibration:
     ceiling: list[list[float]]                     # the ideal drafter's a[d][r] (exact marginals), [K][8]
     ceiling_covered: list[float]                   # probability mass its enumeration covered, per depth
     frames: int
+    ceiling_expected: dict[int, float]             # the ideal drafter's expected tokens/step per N (its greedy tree
+                                                   # over its own table: the most any drafter reading h_t can expect)
 
 
 def calibration(P: RunParams) -> Calibration:
@@ -147,8 +149,10 @@ def calibration(P: RunParams) -> Calibration:
         trees = {k: {int(n): SparseTree(paths) for n, paths in by_n.items()} for k, by_n in c["trees"].items()}
         expected = {k: {n: expected_tokens_per_step(t, tables[k]) for n, t in by_n.items()}
                     for k, by_n in trees.items()}
+        ideal = torch.tensor(c["ceiling"], dtype=torch.float64)
+        ceiling_expected = {n: expected_tokens_per_step(greedy_tree(ideal, n), ideal) for n in P.tree_sizes}
         return Calibration(tables, trees, expected, c["entropy"], c["top_prob"], c["ceiling"], c["ceiling_covered"],
-                           c["frames"])
+                           c["frames"], ceiling_expected)
 
     return cached(P, "calibration", build, load, name="calibration-uncapped")   # (width-8 tables: "calibration")
 

@@ -1,5 +1,5 @@
-"""Sentences that interpret a run's numbers, built from them (notebooks 04 and 05): Table 2's gaps from expected to
-measured, the split of a gain between the tree and the drafter, and paired per-language quality tests with their
+"""Sentences that interpret a run's numbers, built from them (notebooks 03, 04 and 05): the room the code predictor
+leaves a drafter, Table 2's gaps from expected to measured, the split of a gain between the tree and the drafter, and paired per-language quality tests with their
 confidence interval and power. Pure: numbers in, numbers and text out.
 """
 
@@ -32,6 +32,19 @@ def gap_sentence(gaps: dict[str, float], per_language: dict[str, float], main: s
                "utterances, is an estimate." if gaps[worst] < 0 else ". Every drafter met or beat its expectation.")
             + f" The main drafter ({main}) per language: {langs} (a spread of {spread:.3f}; "
             "the other drafters are replayed over all languages together).")
+
+
+def room_sentence(expected: dict[str, dict[int, float]], ideal: dict[int, float], n: int) -> str:
+    """How much room the code predictor leaves a drafter at N = n: each drafter's expected tokens/step against the
+    ideal drafter's (the exact marginals of the predictor's own sampling, `Calibration.ceiling_expected`)."""
+    lines = ", ".join(f"{k} {by_n[n]:.3f} ({by_n[n] - ideal[n]:+.3f})" for k, by_n in expected.items())
+    text = (f"At N = {n} the ideal drafter, which drafts the most probable codes of the code predictor's own sampling "
+            f"distribution, would expect {ideal[n]:.3f} tokens/step; the drafters expect {lines}.")
+    if "reused" in expected:
+        text += (f" Its lead over the reused heads, {ideal[n] - expected['reused'][n]:+.3f}, is about the most any "
+                 f"drafter reading h_t could add here: that room is set by how spread out the code predictor's own "
+                 f"distribution is (below), not by the drafter.")
+    return text + " (The ideal drafter's table has 8 ranks and comes from `ceiling_frames` frames: an estimate.)"
 
 
 def tree_drafter_split(chain: float, tree_same_heads: float, tree_main: float) -> dict[str, float]:
