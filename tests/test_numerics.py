@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 
-from helpers.backends.mini.numerics import BUILD_ATEN, GLOBAL_PINS, build_env, keyed_paths, numeric_paths
+from helpers.backends.mini.numerics import (BUILD_ATEN, GLOBAL_PINS, NUMPY_AVX512, build_env, keyed_paths,
+                                            numeric_paths)
 
 REPORT = "import helpers, json; from helpers.backends.mini.numerics import numeric_paths; print(json.dumps(numeric_paths()))"
 PINNED = set(GLOBAL_PINS) | set(BUILD_ATEN)
@@ -22,14 +23,18 @@ def test_import_pins_openblas_and_mkl_and_the_build_step_pins_aten():
     bare = {k: v for k, v in os.environ.items() if k not in PINNED}
     paths = _paths_in_child(bare)
     assert paths["openblas"] == ["Haswell"] and paths["mkl_cbwr"] == "AVX2"
-    assert _paths_in_child(build_env(bare)) == {"aten": "AVX2", "openblas": ["Haswell"], "mkl_cbwr": "AVX2"}
+    assert not paths["numpy"].startswith("AVX512")              # numpy dispatches to AVX2 at most, on any x86 CPU
+    assert _paths_in_child(build_env(bare)) == {"aten": "AVX2", "openblas": ["Haswell"], "mkl_cbwr": "AVX2",
+                                                "numpy": paths["numpy"]}
     assert keyed_paths() == {"openblas": ["Haswell"], "mkl_cbwr": "AVX2"}            # this process too
 
 
 def test_a_callers_own_setting_wins_and_is_reported():
-    env = {**os.environ, "OPENBLAS_CORETYPE": "Sandybridge", "MKL_CBWR": "COMPATIBLE"}
+    env = {**os.environ, "OPENBLAS_CORETYPE": "Sandybridge", "MKL_CBWR": "COMPATIBLE",
+           "NPY_DISABLE_CPU_FEATURES": NUMPY_AVX512 + ",AVX2"}
     paths = _paths_in_child(env)
     assert paths["openblas"] == ["Sandybridge"] and paths["mkl_cbwr"] == "COMPATIBLE"
+    assert paths["numpy"] not in ("AVX2",) and not paths["numpy"].startswith("AVX512")
     assert build_env(env)["MKL_CBWR"] == "COMPATIBLE" and build_env(env)["ATEN_CPU_CAPABILITY"] == "avx2"
 
 
