@@ -210,8 +210,7 @@ class Evaluation:
     replay: dict[str, dict[int, float]]            # measured tokens/step (replayed inner loop): main drafter at
                                                    # every N, the others at tree_size
     replay_mismatched: dict[str, dict[int, int]]   # replayed frames whose codes differ from the AR run's (0 if exact)
-    replay_decoded: dict[str, dict[int, int]]      # frames decoded again (all where inexact; where exact, the walk's
-                                                   # check on `checked_runs`)
+    replay_decoded: dict[str, dict[int, int]]      # frames decoded again (all if inexact, else the walk's check)
     replay_matches_synthesis: bool | None          # replay's calls == the full path's (None: frames not identical)
 
     @property
@@ -309,8 +308,7 @@ REPLAY_CHUNK = 10                   # evaluation runs per replay job
 
 
 def checked_runs(rows: list[Sample]) -> list[int]:
-    """The evaluation runs decoded in full for every drafter and N where the walk gives the calls: the first of each
-    language."""
+    """The evaluation runs decoded in full to check the walk (every drafter and N): the first of each language."""
     first = {}
     for i, s in enumerate(rows):
         first.setdefault(s.lang, i)
@@ -320,25 +318,24 @@ def checked_runs(rows: list[Sample]) -> list[int]:
 def replayed(P: RunParams, configs: list[tuple[str, int]], ar: list[Synthesis]) -> tuple[dict, dict]:
     """Per config (drafter, N): its `Replay` over every AR evaluation run, and the frames decoded to get or check it.
 
-    Exact inner loop: the walk over the recorded codes (`walk_calls`, one pass), checked against the decoder itself
-    on `checked_runs` (same calls frame for frame, same codes: else it raises). Otherwise every run is decoded again
-    (`replay_calls`, its differing frames counted)."""
+    Exact inner loop: the walk over the recorded codes (`walk_calls`), checked against the decoder on `checked_runs`
+    (same calls, same codes: else it raises). Otherwise every run is decoded again (`replay_calls`)."""
     rows = samples(P, "evaluation")
     if not P.exact:
         chunks = [list(range(i, min(i + REPLAY_CHUNK, len(ar)))) for i in range(0, len(ar), REPLAY_CHUNK)]
         parts = iter(run_jobs(P, replay_job, [(kind, n, c) for kind, n in configs for c in chunks], "replay"))
-        out = {}
-        for config in configs:
-            done = [next(parts) for _ in chunks]
-            out[config] = Replay([c for r in done for c in r.calls], sum(r.mismatched for r in done),
-                                 sum(r.frames for r in done))
+        out = {config: Replay.join([next(parts) for _ in chunks]) for config in configs}
         return out, {config: r.frames for config, r in out.items()}
     check = checked_runs(rows)
     decoded = dict(zip(configs, run_jobs(P, replay_job, [(kind, n, check) for kind, n in configs], "replay check")))
-    out, states = {}, teacher_forced_states(backend(P).predictor, ar)         # one pass serves every config
-    for kind, n in configs:
-        dec = decoder(P, kind, n)
-        out[kind, n] = walked = walk_calls(dec, ar, states[dec.drafter.prenorm])
+    decoders = {(kind, n): decoder(P, kind, n) for kind, n in configs}
+    parts = {config: [] for config in configs}
+    for i in range(0, len(ar), REPLAY_CHUNK):        # a chunk's states at a time (the real model's are GBs in all)
+        states = teacher_forced_states(backend(P).predictor, ar[i:i + REPLAY_CHUNK])   # serves every config
+        for config, dec in decoders.items():
+            parts[config].append(walk_calls(dec, ar[i:i + REPLAY_CHUNK], states[dec.drafter.prenorm]))
+    out = {config: Replay.join(p) for config, p in parts.items()}
+    for (kind, n), walked in out.items():
         if decoded[kind, n].calls != [walked.calls[i] for i in check]:
             raise RuntimeError(f"{kind} at N={n}: the walk over the recorded codes and the decoder disagree on the calls "
                                f"of evaluation runs {check}")

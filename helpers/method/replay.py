@@ -34,6 +34,11 @@ class Replay:
     mismatched: int             # frames whose replayed codes differ from the recorded ones
     frames: int
 
+    @classmethod
+    def join(cls, parts: list["Replay"]) -> "Replay":
+        """The replays of consecutive chunks of runs as one, in order."""
+        return cls([c for r in parts for c in r.calls], sum(r.mismatched for r in parts), sum(r.frames for r in parts))
+
     def tokens_per_step(self, num_codes: int) -> float:
         """Codes per inner call over every replayed frame: num_codes x frames / calls."""
         return num_codes * self.frames / sum(map(sum, self.calls))
