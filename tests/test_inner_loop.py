@@ -8,7 +8,7 @@ from drafting import TREES, random_drafters
 from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import SpeculativeDecoder
 from helpers.adapter.inner_loop import InnerLoop
-from helpers.method.replay import Replay, replay_calls, walk_calls
+from helpers.method.replay import replay_calls, walk_calls, walk_many
 from helpers.adapter.synthesis import Synthesis
 from helpers.backends.mini.model import MiniModelSpec, TextVocab, build_mini_model
 from helpers.method.sampling import SamplerConfig
@@ -116,6 +116,6 @@ def test_the_walk_over_recorded_codes_gives_the_decoders_calls(model, kind, tree
         runs.append(Synthesis(codes, hidden, [15] * codes.shape[0]))
     walked, decoded = walk_calls(decoder, runs), replay_calls(decoder, runs, [6, 7])
     assert walked.calls == decoded.calls and walked.frames == decoded.frames
-    chunked = Replay.join([walk_calls(decoder, runs[:1]), walk_calls(decoder, runs[1:])])   # as the stage walks
+    chunked = walk_many({"a": decoder}, runs, chunk=1)["a"]                # as the stage walks: a run at a time
     assert (chunked.calls, chunked.frames) == (walked.calls, walked.frames)
     assert len({c for frame in walked.calls for c in frame}) > 1          # frames differ: not a constant

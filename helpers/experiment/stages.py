@@ -33,7 +33,7 @@ from helpers.method.drafters import OFFSET_KINDS, Drafter, make_drafter
 from helpers.method.main_drafter import choose_main_drafter
 from helpers.method.parity import CodeParity, FrameComparison, code_parity, compare_frames
 from helpers.method.predictor import CodePredictor
-from helpers.method.replay import Replay, replay_calls, teacher_forced_states, walk_calls
+from helpers.method.replay import Replay, replay_calls, teacher_forced_states, walk_many
 from helpers.method.training import TrainConfig, TrainResult, sweep_choice, train_drafter
 from helpers.method.tree import SparseTree
 
@@ -129,8 +129,8 @@ def calibration(P: RunParams) -> Calibration:
                                            for i in range(len(samples(P, "calibration")))], "calibration synthesis")
         g = torch.cat([r.g for r in runs]).to(predictor.dtype)
         codes = torch.cat([r.codes for r in runs])
-        r = predictor.teacher_forced_hidden(g, codes, prenorm=True)        # one pass: r, and h = norm(r)
-        h = predictor.final_norm(r)
+        states = teacher_forced_states(predictor, runs)                      # one pass: r, and h = norm(r)
+        r, h = states[True], states[False]
         tables = {k: uncapped_table(d, r if d.prenorm else h, codes, max(P.tree_sizes), P.acceptance_width)
                   for k, d in trained.drafters.items()}
         save_tensors(folder / "tables.safetensors", tables)
@@ -149,7 +149,7 @@ def calibration(P: RunParams) -> Calibration:
         trees = {k: {int(n): SparseTree(paths) for n, paths in by_n.items()} for k, by_n in c["trees"].items()}
         expected = {k: {n: expected_tokens_per_step(t, tables[k]) for n, t in by_n.items()}
                     for k, by_n in trees.items()}
-        ideal = torch.tensor(c["ceiling"], dtype=torch.float64)
+        ideal = torch.tensor(c["ceiling"], dtype=torch.float64, device="cpu")       # a host-side table, as `tables`
         ceiling_expected = {n: expected_tokens_per_step(greedy_tree(ideal, n), ideal) for n in P.tree_sizes}
         return Calibration(tables, trees, expected, c["entropy"], c["top_prob"], c["ceiling"], c["ceiling_covered"],
                            c["frames"], ceiling_expected)
@@ -328,13 +328,7 @@ def replayed(P: RunParams, configs: list[tuple[str, int]], ar: list[Synthesis]) 
         return out, {config: r.frames for config, r in out.items()}
     check = checked_runs(rows)
     decoded = dict(zip(configs, run_jobs(P, replay_job, [(kind, n, check) for kind, n in configs], "replay check")))
-    decoders = {(kind, n): decoder(P, kind, n) for kind, n in configs}
-    parts = {config: [] for config in configs}
-    for i in range(0, len(ar), REPLAY_CHUNK):        # a chunk's states at a time (the real model's are GBs in all)
-        states = teacher_forced_states(backend(P).predictor, ar[i:i + REPLAY_CHUNK])   # serves every config
-        for config, dec in decoders.items():
-            parts[config].append(walk_calls(dec, ar[i:i + REPLAY_CHUNK], states[dec.drafter.prenorm]))
-    out = {config: Replay.join(p) for config, p in parts.items()}
+    out = walk_many({(kind, n): decoder(P, kind, n) for kind, n in configs}, ar, REPLAY_CHUNK)
     for (kind, n), walked in out.items():
         if decoded[kind, n].calls != [walked.calls[i] for i in check]:
             raise RuntimeError(f"{kind} at N={n}: the walk over the recorded codes and the decoder disagree on the calls "
@@ -346,7 +340,8 @@ def replayed_tokens_per_step(P: RunParams, dec: SpeculativeDecoder) -> float:
     """Tokens/step of any decoder on every AR evaluation frame, counted as `replayed` counts Table 2's (without its
     check): the walk where the inner loop is exact, else every frame decoded again."""
     ar, _ = syntheses(P)
-    r = walk_calls(dec, ar) if P.exact else replay_calls(dec, ar, [P.seed + i for i in range(len(ar))], strict=False)
+    r = (walk_many({0: dec}, ar, REPLAY_CHUNK)[0] if P.exact
+         else replay_calls(dec, ar, [P.seed + i for i in range(len(ar))], strict=False))
     return r.tokens_per_step(dec.predictor.num_codes)
 
 

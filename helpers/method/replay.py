@@ -21,6 +21,7 @@ against each other and against the full synthesis).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
 
 import torch
 
@@ -94,9 +95,19 @@ def walk_calls(decoder: SpeculativeDecoder, runs: list, states: torch.Tensor | N
             node = 0 if plan.tree is None else plan.walk(ys[t][f], tokens[t][f])[0]
             t, calls = plan.out_pos[node], calls + 1
         per_frame.append(calls)
-    lengths = [r.codes.shape[0] for r in runs]
-    starts = [sum(lengths[:i]) for i in range(len(runs))]
-    return Replay([per_frame[s:s + m] for s, m in zip(starts, lengths)], 0, len(per_frame))
+    frames = iter(per_frame)
+    return Replay([list(islice(frames, r.codes.shape[0])) for r in runs], 0, len(per_frame))
+
+
+def walk_many(decoders: dict, runs: list, chunk: int = 10) -> dict:
+    """`walk_calls` of several decoders on one predictor over the same runs: {key: Replay}. `chunk` runs at a time,
+    each chunk's teacher-forced pass shared by every decoder (the states of a large set never sit in memory at once)."""
+    parts = {key: [] for key in decoders}
+    for i in range(0, len(runs), chunk):
+        states = teacher_forced_states(next(iter(decoders.values())).predictor, runs[i:i + chunk])
+        for key, dec in decoders.items():
+            parts[key].append(walk_calls(dec, runs[i:i + chunk], states[dec.drafter.prenorm]))
+    return {key: Replay.join(p) for key, p in parts.items()}
 
 
 @torch.no_grad()
