@@ -244,4 +244,4 @@ def tiny_params(paths: dict, **overrides):
         voxpopuli_revision="", voxpopuli_data_dir="", fleurs_revision="", fleurs_data_dir="",      # local hub layouts
         whisper_id=str(paths["whisper"]), languages=["en", "ja"], train_samples=8, validation_samples=4,
         calibration_samples=3, eval_samples_per_language=1, extraction_batch_size=4, tree_sizes=[4, 16],
-        tree_size=16), **overrides})
+        tree_size=16, drafter_targets="codec"), **overrides})          # the paper's setting, as params/qwen3-*.yaml

@@ -65,11 +65,15 @@ def test_gap_spread_and_codec_loss():
 
 
 def test_phase_costs_only_where_timed():
-    seconds = {"wall": {"ar": 10.0, "spec": 20.0, "decode": 4.0}, "cpu": {"ar": 30.0, "spec": 40.0, "decode": 8.0}}
-    frames = {"synthesized": {"ar": 1000, "spec": 0, "control": 50}, "decoded": 2000}
+    seconds = {"wall": {"ar": 10.0, "spec": 20.0, "decode": 4.0, "control": 1.0},
+               "cpu": {"ar": 30.0, "spec": 40.0, "decode": 8.0, "control": 2.0}}
+    frames = {"synthesized": {"ar": 1000, "spec": 0}, "control": 500, "decoded": 2000}
     assert phase_costs(seconds, frames) == {"ar": "10 s wall, 30 s CPU, 30 ms CPU per frame",
                                             "spec": "20 s wall, 40 s CPU, 40000 ms CPU per frame",   # max(frames, 1)
+                                            "control": "1 s wall, 2 s CPU, 4 ms CPU per frame",
                                             "decode": "4 s wall, 8 s CPU, 4 ms CPU per frame"}
+    del seconds["cpu"]["control"]
+    assert "control" not in phase_costs(seconds, frames)
 
 
 def test_reproduces_the_reference_runs_languages_section():

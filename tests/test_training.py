@@ -11,7 +11,8 @@ from helpers.method.drafters import MedusaHeads, PositionOffsets, PreNormOffsets
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from drafting import per_head_loss
-from helpers.method.training import TeacherForcedHidden, TrainConfig, held_out_loss, train_drafter, train_with_sweep
+from helpers.method.training import (TeacherForcedHidden, TrainConfig, held_out_loss, sampled_targets, train_drafter,
+                                     train_with_sweep)
 
 SPEC = TinyTalkerSpec(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, vocab_size=64,
                       talker_hidden_size=64, logit_scale=10.0, position_ramp=0.5)
@@ -86,6 +87,29 @@ def test_batched_loss_is_the_per_head_loss_of_the_drafts(kind):
         out.append((value.detach(), [p.grad.clone() for p in drafter.parameters()]))
     assert torch.allclose(out[0][0], out[1][0], rtol=1e-12)
     assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(out[0][1], out[1][1], strict=True))
+
+
+def test_sampled_targets_are_the_predictors_own_draws_and_teach_what_it_samples(data):
+    """Self-distillation targets: c0 kept, c1..c15 the AR decoder's draws from each frame's (g, c0), whatever the
+    batch (frame i takes row i of the generator's uniforms); Medusa heads trained on them agree with the predictor's
+    draws more often than heads trained on codes that are noise to it (the miniature's deep codec levels)."""
+    cp, g, c0, _, _, _ = data
+    noise = torch.cat((c0[:, None], torch.randint(0, SPEC.vocab_size, (len(c0), 15),
+                                                  generator=torch.Generator().manual_seed(5))), dim=1)
+    drawn = sampled_targets(cp, g, noise, SamplerConfig(), torch.Generator().manual_seed(6), batch_size=256)
+    u = frame_uniforms(torch.Generator().manual_seed(6), batch=len(c0))
+    assert torch.equal(drawn[:, 0], c0) and torch.equal(drawn[:40, 1:], decode_frame_ar(cp, g[:40], c0[:40],
+                                                                                          SamplerConfig(), u[:40]).codes)
+    assert torch.equal(drawn[-7:, 1:], decode_frame_ar(cp, g[-7:], c0[-7:], SamplerConfig(), u[-7:]).codes)
+    train, held = slice(0, 3000), slice(3000, 3300)
+    held_draws = sampled_targets(cp, g[held], noise[held], SamplerConfig(), torch.Generator().manual_seed(7))
+    top1 = {}
+    for name, targets in (("noise", noise), ("samples", drawn)):
+        h = cp.teacher_forced_hidden(g[train], targets[train])
+        medusa = MedusaHeads(cp)
+        train_drafter(medusa, h, targets[train], TrainConfig(epochs=2, lr=3e-3), progress=False)
+        top1[name] = acceptance_table(medusa, cp.teacher_forced_hidden(g[held], held_draws), held_draws, width=1)[:, 0]
+    assert (top1["samples"] > top1["noise"] + 0.05).all(), top1
 
 
 def test_early_stopping_keeps_the_best_held_out_epoch(data):

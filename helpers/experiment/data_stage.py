@@ -1,4 +1,4 @@
-"""The data stage: every role's encoded samples, their teacher-forced (g, codes) and the drafters' input states.
+"""The data stage: every role's encoded samples, their teacher-forced (g, codes), the drafters' targets and input states.
 
 The first stage of `helpers.experiment.stages` (which re-exports it), cached the same way: built once per run by the
 first process that asks, read from `outputs/<run>/artifacts/data-<key>/` by every later one.
@@ -10,12 +10,14 @@ import torch
 
 from helpers.artifacts import load_json, load_tensors, save_json, save_tensors
 from helpers.backends.base import Sample
-from helpers.experiment.backend_factory import backend
+from helpers.experiment.backend_factory import backend, sampler
 from helpers.experiment.params import RunParams
 from helpers.experiment.stage_cache import cached
-from helpers.method.training import TeacherForcedHidden, fits_in_memory, materialised
+from helpers.method.training import TeacherForcedHidden, fits_in_memory, materialised, sampled_targets
 
 SAMPLE_FIELDS = ("id", "lang", "text", "speaker", "seconds")
+TARGET_SEED = 20_000             # sampled drafter targets of role r: P.seed + TARGET_SEED + TARGET_ROLES.index(r)
+TARGET_ROLES = ("train", "validation")
 
 
 def samples(P: RunParams, role: str) -> list[Sample]:
@@ -61,14 +63,45 @@ def teacher_forced(P: RunParams, role: str) -> tuple[torch.Tensor, TeacherForced
     return cached(P, "data", build, load, name=f"data-{role}")
 
 
-def drafter_states(P: RunParams, role: str, prenorm: bool) -> torch.Tensor | TeacherForcedHidden:
-    """What the drafters read on a role's teacher-forced frames: h [F, 15, H], or r (the residual stream before the
-    final norm) where `prenorm`. Computed once and saved where it fits in `MATERIALISE_BYTES` (every drafter job and
-    learning rate then loads it: the code predictor's pass over the miniature's train role took 46 s of each job);
-    larger (the real model's VoxPopuli set) it stays a `TeacherForcedHidden`, computed a batch at a time."""
+def target_params(P: RunParams) -> dict:
+    """The parameters the drafters' targets add to a data step's key: none for the codec's codes; the sampler's
+    for the predictor's own draws."""
+    if P.drafter_targets == "codec":
+        return {}
+    return {k: getattr(P, k) for k in ("drafter_targets", "top_k", "top_p", "temperature")}
+
+
+def drafter_targets(P: RunParams, role: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the drafters learn on a role (train or validation): g [F, H_talker] and codes [F, 16]. The codec's codes
+    (`teacher_forced`), or with drafter_targets "samples" the code predictor's own draws of c1..c15 from each frame's
+    teacher-forced (g, c0) with the run's sampler (`training.sampled_targets`, self-distillation), saved."""
+    if role not in TARGET_ROLES:
+        raise ValueError(f"drafters learn on the roles {TARGET_ROLES}, not {role!r}")
     b = backend(P)
-    _, lazy, _ = teacher_forced(P, role)
-    lazy = TeacherForcedHidden(lazy.predictor, lazy.g, lazy.codes, prenorm)
+    g, _, codes = teacher_forced(P, role)
+    if P.drafter_targets == "codec":
+        return g, codes
+
+    def build(folder):
+        generator = torch.Generator().manual_seed(P.seed + TARGET_SEED + TARGET_ROLES.index(role))
+        drawn = sampled_targets(b.predictor, g, codes, sampler(P), generator)
+        save_tensors(folder / "targets.safetensors", {"codes": drawn})
+
+    def load(folder):
+        return load_tensors(folder / "targets.safetensors")["codes"].to(codes.device)
+
+    return g, cached(P, "data", build, load, name=f"targets-{role}", extra=target_params(P))
+
+
+def drafter_states(P: RunParams, role: str, prenorm: bool) -> torch.Tensor | TeacherForcedHidden:
+    """What the drafters read on a role's teacher-forced frames of their targets (`drafter_targets`): h [F, 15, H],
+    or r (the residual stream before the final norm) where `prenorm`. Computed once and saved where it fits in
+    `MATERIALISE_BYTES` (every drafter job and learning rate then loads it: the code predictor's pass over the
+    miniature's train role took 46 s of each job); larger (the real model's VoxPopuli set) it stays a
+    `TeacherForcedHidden`, computed a batch at a time."""
+    b = backend(P)
+    g, codes = drafter_targets(P, role)
+    lazy = TeacherForcedHidden(b.predictor, g, codes, prenorm)
     if not fits_in_memory(lazy):
         return lazy
 
@@ -78,7 +111,7 @@ def drafter_states(P: RunParams, role: str, prenorm: bool) -> torch.Tensor | Tea
     def load(folder):
         return load_tensors(folder / "states.safetensors")["states"].to(b.predictor.device)
 
-    return cached(P, "data", build, load, name=f"states-{role}-{'r' if prenorm else 'h'}")
+    return cached(P, "data", build, load, name=f"states-{role}-{'r' if prenorm else 'h'}", extra=target_params(P))
 
 
 def drafter_states_job(P: RunParams, job: tuple[str, bool]) -> None:

@@ -4,31 +4,35 @@
 
 Same-seed identity of AR and speculative codes is the evaluation stage's (`helpers.experiment.stages`); here the
 two systems draw from independent streams (`quality_seeds`) over P.wer_seeds seeds, so their quality and their
-code distributions can be compared (a control at another temperature shows the parity test can reject). The
-stage's artifacts keep their name, `wer-<key>/wer.json`.
+code distributions can be compared. A control shows the parity test can reject: the AR runs' frames with c1..c15
+redrawn at another temperature (`control_codes`). The stage's artifacts keep their name, `wer-<key>/wer.json`.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import torch
 
 from helpers.artifacts import load_json, save_json
 from helpers.backends.base import Backend, Sample
-from helpers.experiment.backend_factory import backend
+from helpers.experiment.backend_factory import backend, sampler
 from helpers.experiment.params import RunParams
 from helpers.experiment.pool import run_jobs, worker_count
 from helpers.experiment.stage_cache import cached
 from helpers.experiment.stages import WER_SEED_STRIDE, decoder, main_drafter, samples, syntheses
 from helpers.adapter.synthesis import Synthesis
 from helpers.method.parity import run_parity
+from helpers.method.training import sampled_targets
 
 STREAMS = {"ar": 0, "spec": 1, "control": 2}   # independent random streams of the quality stage
+SYSTEMS = ("ar", "spec")                       # synthesised; the control redraws AR's frames (`control_codes`)
 STREAM_STRIDE = 1_000_000          # seed of stream k, seed s, sample i: P.seed + k * STREAM_STRIDE + s * WER_SEED_STRIDE + i
-# The parity test's control: AR at this temperature must be told apart, from every seed (as many frames as the test
-# compares). With a semantic c0 (the miniature's, as on the real tokenizer) c0 is nearly fixed by the text and the deep
-# codes' marginals are near uniform, so a test of marginals sees the temperature only weakly: from the first seed
-# alone the control was rejected in one build (adjusted p 3e-12) and not in another (0.04).
+# The parity test's control: an inner loop sampling at this temperature must be told apart, from every seed (as many
+# frames as the test compares). With a semantic c0 (the miniature's, as on the real tokenizer) c0 is nearly fixed by
+# the text and the deep codes' marginals are near uniform, so a test of marginals sees the temperature only weakly:
+# from the first seed alone the control was rejected in one build (adjusted p 3e-12) and not in another (0.04).
 CONTROL_TEMPERATURE = 1.2
 
 
@@ -39,6 +43,17 @@ def quality_seeds(P: RunParams, stream: str, seed_index: int, indices: list[int]
         raise ValueError(f"fewer than {WER_SEED_STRIDE} evaluation samples and at most {STREAM_STRIDE // WER_SEED_STRIDE}"
                          f" WER seeds keep the streams apart; got {max(indices) + 1} and {P.wer_seeds}")
     return [P.seed + STREAMS[stream] * STREAM_STRIDE + seed_index * WER_SEED_STRIDE + i for i in indices]
+
+
+def control_codes(P: RunParams, runs: list[Synthesis], seeds: list[int]) -> list[torch.Tensor]:
+    """The parity test's control: each AR run's frames [T, 16] with c1..c15 redrawn by the code predictor at
+    CONTROL_TEMPERATURE from the run's own (g, c0), one generator per run seeded from the control stream: what an
+    inner loop sampling from the wrong distribution would give, on contexts distributed as AR's. One batched draw
+    per run (15 calls), not a synthesis."""
+    hot = replace(sampler(P), temperature=CONTROL_TEMPERATURE)
+    predictor = backend(P).predictor
+    return [sampled_targets(predictor, r.g, r.codes, hot, torch.Generator().manual_seed(seed))
+            for r, seed in zip(runs, seeds, strict=True)]
 
 
 def transcribed_runs(b: Backend, samples: list[Sample], decoder, seeds: list[int]) -> list[tuple[Synthesis, str, float]]:
@@ -133,8 +148,8 @@ def _reference_scores(b: Backend, group: list[Sample], watch: _Stopwatch) -> dic
 
 @dataclass(frozen=True)
 class QualityJob:
-    """One language's reference scores (system "reference"), or one system's runs ("ar", "spec", "control") of
-    one seed over the language's evaluation samples."""
+    """One language's reference scores (system "reference"), or one system's runs ("ar", "spec") of one seed over
+    the language's evaluation samples (AR's with the control's codes, `control_codes`)."""
     lang: str
     system: str
     seed_index: int = 0
@@ -142,12 +157,12 @@ class QualityJob:
 
 def quality_job(P: RunParams, job: QualityJob) -> dict:
     """A `QualityJob` synthesised (AR's first seed: the evaluation stage's runs), decoded and scored:
-    {"row": its part of the language's row, "codes": [codes [T, 16]], "seconds": phase -> wall / CPU,
-     "synthesized", "decoded": frames}."""
+    {"row": its part of the language's row, "codes": [codes [T, 16]], "control": [codes [T, 16]] (AR's jobs),
+     "seconds": phase -> wall / CPU, "synthesized", "decoded": frames}."""
     b, rows = backend(P), samples(P, "evaluation")
     indices = [i for i, s in enumerate(rows) if s.lang == job.lang]
     group = [rows[i] for i in indices]
-    watch, out = _Stopwatch(), {"row": {}, "codes": [], "synthesized": 0, "decoded": 0}
+    watch, out = _Stopwatch(), {"row": {}, "codes": [], "control": [], "synthesized": 0, "decoded": 0}
     if job.system == "reference":
         out["row"] = _reference_scores(b, group, watch)
         if out["row"]["per_codec"] is not None or out["row"]["wer_codec"] is not None:
@@ -159,12 +174,14 @@ def quality_job(P: RunParams, job: QualityJob) -> dict:
             runs = [syntheses(P)[0][i] for i in indices]
         else:
             dec = decoder(P, main_drafter(P), P.tree_size) if job.system == "spec" else "ar"
-            temperature = CONTROL_TEMPERATURE if job.system == "control" else None
-            runs = [b.synthesize(s, dec, seed=seed, temperature=temperature)
+            runs = [b.synthesize(s, dec, seed=seed)
                     for s, seed in zip(group, quality_seeds(P, job.system, job.seed_index, indices))]
             out["synthesized"] = sum(len(r.codes) for r in runs)
     out["codes"] = [r.codes for r in runs]
-    if job.system != "control" and (b.has_phoneme_asr(job.lang) or b.has_asr(job.lang)):
+    if job.system == "ar":
+        with watch("control"):
+            out["control"] = control_codes(P, runs, quality_seeds(P, "control", job.seed_index, indices))
+    if b.has_phoneme_asr(job.lang) or b.has_asr(job.lang):
         with watch("decode"):
             audio = [b.decode(r.codes) for r in runs]
         out["decoded"] = sum(len(r.codes) for r in runs)
@@ -187,12 +204,12 @@ def quality(P: RunParams) -> dict:
                           language, `wer_first_only`), "frames_ar", "frames_spec", "parity_p": this
                           language's adjusted p, "phonemes", "transcripts": the first seed's}},
      "parity": `run_parity(...).to_dict()`, AR vs speculative runs of every language and seed (must not reject),
-     "control": the same test, speculative vs AR at CONTROL_TEMPERATURE (every seed each; must
-     reject), "control_temperature",
+     "control": the same test, speculative vs the AR runs redrawn at CONTROL_TEMPERATURE (`control_codes`, every
+     seed; must reject), "control_temperature",
      "seconds": {"wall", "cpu"}: {"ar", "spec", "control", "decode", "scoring"}, summed over the jobs
      (`quality_job`, on "workers" processes: "elapsed" is the stage's own wall time), and "recogniser" (its training
      where it was not cached; scoring: recognition and ASR), "frames": {"ar", "spec", "control": compared,
-     "decoded", "synthesized": {"ar", "spec", "control"}}: what those seconds bought, "recogniser": its training history or None}."""
+     "decoded", "synthesized": {"ar", "spec"}}: what those seconds bought, "recogniser": its training history or None}."""
     b = backend(P)
     rows = samples(P, "evaluation")
 
@@ -204,16 +221,17 @@ def quality(P: RunParams) -> dict:
         syntheses(P), main_drafter(P)                 # built here: the workers only load them
         langs = [lang for lang in b.languages if any(s.lang == lang for s in rows)]
         jobs = [QualityJob(lang, "reference") for lang in langs] + [
-            QualityJob(lang, name, s_idx) for lang in langs for s_idx in range(P.wer_seeds) for name in STREAMS]
+            QualityJob(lang, name, s_idx) for lang in langs for s_idx in range(P.wer_seeds) for name in SYSTEMS]
         done = dict(zip(jobs, run_jobs(P, quality_job, jobs, "quality runs")))
         codes = {k: {} for k in STREAMS}                           # stream -> lang -> [codes [T, 16]]
-        result, decoded, synthesized = {}, 0, dict.fromkeys(STREAMS, 0)
+        result, decoded, synthesized = {}, 0, dict.fromkeys(SYSTEMS, 0)
         for job, part in done.items():
             watch.add(part["seconds"])
             decoded += part["decoded"]
             if job.system != "reference":
                 synthesized[job.system] += part["synthesized"]
                 codes[job.system].setdefault(job.lang, []).extend(part["codes"])
+                codes["control"].setdefault(job.lang, []).extend(part["control"])
         for lang in langs:
             row = {f"{m}_{n}": [] for m in ("per", "wer") for n in ("ar", "spec")}
             row.update({f"per_{n}_utterances": [] for n in ("ar", "spec")})

@@ -17,8 +17,8 @@ STAGE_FIELDS = {
     "data": ("backend", "mini_preset", "mini_build_seed", "model_id_or_path", "dtype", "attn_implementation", "seed", "languages",
              "train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language"),
     "drafters": ("inner_loop_dtype", "depth", "drafters", "drafter_epochs", "drafter_lr", "drafter_batch_size", "drafter_patience",
-                 "drafter_lr_sweep", "acceptance_width"),
-    "calibration": ("top_k", "top_p", "temperature", "tree_sizes", "ceiling_frames"),
+                 "drafter_lr_sweep", "acceptance_width", "drafter_targets", "top_k", "top_p", "temperature"),
+    "calibration": ("tree_sizes", "ceiling_frames"),
     "evaluation": ("tree_size",),
     "wer": ("wer_seeds",),               # the quality stage (`helpers.experiment.quality`); its artifacts' name
 }
@@ -53,9 +53,11 @@ def clear_caches(*kinds: str) -> None:
         _MEMO[kind].clear()
 
 
-def cached(P: RunParams, stage: str, build: Callable, load: Callable, name: str | None = None):
-    """load(folder) of the stage's artifacts, built first if absent; loaded once per process."""
-    params = stage_params(P, stage)
+def cached(P: RunParams, stage: str, build: Callable, load: Callable, name: str | None = None,
+           extra: dict | None = None):
+    """load(folder) of the stage's artifacts, built first if absent; loaded once per process. extra: parameters of
+    a later stage that this step also depends on (a data step that only some settings make depend on them)."""
+    params = {**stage_params(P, stage), **(extra or {})}
     key = (str(P.run_dir), name or stage, params_key(params))
     loaded = memo("stages")
     if key not in loaded:

@@ -18,7 +18,7 @@ import torch
 from helpers.artifacts import load_json, load_tensors, save_json, save_tensors
 from helpers.backends.base import Sample
 from helpers.experiment.data_stage import (dataset_table, drafter_states, drafter_states_job,  # noqa: F401 (re-exported)
-                                           samples, teacher_forced)
+                                           drafter_targets, samples, teacher_forced)
 from helpers.experiment.backend_factory import backend, predictor_in, sampler
 from helpers.experiment.ideal import ceiling_job, frame_blocks, ideal_job
 from helpers.experiment.params import RunParams
@@ -68,8 +68,8 @@ def drafters(P: RunParams, progress: bool = True) -> TrainedDrafters:
     predictor = b.predictor
 
     def build(folder):
-        teacher_forced(P, "train")                                   # built here: the workers only load them
-        _, _, codes_val = teacher_forced(P, "validation")
+        drafter_targets(P, "train")                                  # built here: the workers only load them
+        _, codes_val = drafter_targets(P, "validation")
         lrs = [float(lr) for lr in P.drafter_lr_sweep or [P.drafter_lr]]
         reads = sorted({make_drafter(k, predictor, P.depth).prenorm for k in P.drafters})
         run_jobs(P, drafter_states_job, [(role, prenorm) for role in ("train", "validation") for prenorm in reads])
@@ -272,8 +272,7 @@ def drafter_job(P: RunParams, job: DrafterJob) -> tuple[dict, TrainResult]:
     from the code predictor's heads or from zeros, the batches from P.seed), so the kept drafters do not depend on
     how many processes trained them."""
     predictor = backend(P).predictor
-    _, _, codes = teacher_forced(P, "train")
-    _, _, codes_val = teacher_forced(P, "validation")
+    (_, codes), (_, codes_val) = (drafter_targets(P, role) for role in ("train", "validation"))
     cfg = TrainConfig(P.drafter_epochs, job.lr, P.drafter_batch_size, P.seed, P.drafter_patience)
     drafter = make_drafter(job.kind, predictor, P.depth)
     h, h_val = (drafter_states(P, role, drafter.prenorm) for role in ("train", "validation"))

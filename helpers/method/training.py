@@ -7,8 +7,10 @@ from dataclasses import dataclass, field, replace
 import torch
 from tqdm.auto import tqdm
 
+from helpers.method.decoding import decode_frame_ar
 from helpers.method.drafters import Drafter
 from helpers.method.checks import int_at_least, positive_int
+from helpers.method.sampling import SamplerConfig, frame_uniforms
 
 
 @dataclass
@@ -53,6 +55,20 @@ class TeacherForcedHidden:
     @torch.no_grad()
     def __getitem__(self, idx) -> torch.Tensor:
         return self.predictor.teacher_forced_hidden(self.g[idx], self.codes[idx], prenorm=self.prenorm)
+
+
+@torch.no_grad()
+def sampled_targets(predictor, g: torch.Tensor, codes: torch.Tensor, sampler: SamplerConfig,
+                    generator: torch.Generator, batch_size: int = 512) -> torch.Tensor:
+    """Self-distillation targets (Medusa-2's recipe): the code predictor's own draws where the codec's codes were.
+
+    g [F, H_talker], codes [F, 16] -> [F, 16] on codes' device: c0 as given, c1..c15 sampled autoregressively with
+    `sampler` from each frame's (g, c0), one frame's uniforms per frame from `generator`. A drafter is accepted
+    when it guesses the predictor's draws, so these are what it should learn; the codec's codes are the data's."""
+    u = frame_uniforms(generator, predictor.num_codes, batch=g.shape[0], device=codes.device)
+    drawn = [decode_frame_ar(predictor, g[i:i + batch_size], codes[i:i + batch_size, 0], sampler,
+                             u[i:i + batch_size]).codes for i in range(0, g.shape[0], batch_size)]
+    return torch.cat((codes[:, :1], torch.cat(drawn).to(codes.dtype)), dim=1)
 
 
 @dataclass

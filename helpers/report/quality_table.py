@@ -96,9 +96,10 @@ def codec_loss(section: dict, langs: Sequence[str]) -> float:
 def phase_costs(seconds: dict, frames: dict) -> dict[str, str]:
     """What each phase of the quality stage cost, in words: seconds {"wall", "cpu": {phase: s}} and frames
     {"synthesized": {system: n}, "decoded": n} as `quality(P)` (`helpers.experiment.quality`) returns them
-    -> {phase: "W s wall, C s CPU, M ms CPU per frame"} for the synthesis phases (per system), "decode" and
-    "scoring" (both per decoded frame), each only where the stage timed it."""
-    phases = [*frames["synthesized"].items(), ("decode", frames["decoded"]), ("scoring", frames["decoded"])]
+    -> {phase: "W s wall, C s CPU, M ms CPU per frame"} for the synthesis phases (per system), "control" (per frame
+    redrawn, frames["control"]), "decode" and "scoring" (both per decoded frame), each only where the stage timed it."""
+    phases = [*frames["synthesized"].items(), ("control", frames.get("control", 0)), ("decode", frames["decoded"]),
+              ("scoring", frames["decoded"])]
     return {phase: f"{seconds['wall'][phase]:.0f} s wall, {seconds['cpu'][phase]:.0f} s CPU, "
                    f"{1e3 * seconds['cpu'][phase] / max(n, 1):.0f} ms CPU per frame"
             for phase, n in phases if phase in seconds["cpu"]}

@@ -65,7 +65,8 @@ def parity_lines(par: dict | None) -> list[str]:
     return ["", f"Parity in distribution (AR {par['samples'][0]:,} vs speculative {par['samples'][1]:,} frames from "
             f"independent streams): adjusted p {par['p_min_adjusted']:.3g}, "
             f"{'the distributions DIFFER' if par['rejected'] else 'no difference'} at alpha = {par['alpha']:g}. "
-            f"Control, speculative vs AR at temperature {par.get('control_temperature')}: adjusted p "
+            f"Control, speculative vs the AR frames with c1..c15 redrawn at temperature "
+            f"{par.get('control_temperature')}: adjusted p "
             f"{control.get('p_min_adjusted', float('nan')):.3g}, "
             f"{'rejected, as it must be' if control.get('rejected') else 'NOT rejected: the test lacks power'}."]
 
