@@ -4,7 +4,7 @@ Acceptance is measured on free-running synthesis, whose codes are the code predi
 the predictor is far from its data (the miniature's: held-out CE 1.7 nats a code) a drafter trained on the codec's codes
 learns the data's distribution, not the one it must guess. Medusa-2's self-distillation trains on the model's own
 outputs instead. Here: c1..c15 sampled by the predictor (the run's sampler) from the teacher-forced (g, c0) of the
-train and validation roles, `--draws` draws per frame; drafters trained on them with the stage's recipe (early
+train and validation roles, `--draws` draws per frame (the run's `drafter_targets: samples` takes one); drafters trained on them with the stage's recipe (early
 stopping, the learning rates the run's sweep chose); every drafter then calibrated on free-running calibration synthesis
 (greedy tree, N = tree_size) and measured on the run's AR evaluation frames by the walk (`walk_calls`, as Table 2).
 
@@ -24,24 +24,19 @@ from helpers.adapter.synthesis import Synthesis
 from helpers.experiment import stages
 from helpers.experiment.params import load_params
 from helpers.method.calibration import expected_tokens_per_step, greedy_tree, uncapped_table
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import SpeculativeDecoder
 from helpers.method.drafters import make_drafter
 from helpers.method.replay import teacher_forced_states, walk_calls
-from helpers.method.sampling import frame_uniforms
-from helpers.method.training import TrainConfig, train_drafter
+from helpers.method.training import TrainConfig, sampled_targets, train_drafter
 
 
 def sampled_codes(P, g: torch.Tensor, codes: torch.Tensor, draws: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """g repeated `draws` times [draws F, H_talker] and codes [draws F, 16]: c0 as given, c1..c15 the predictor's."""
-    predictor = stages.backend(P).predictor
+    """g repeated `draws` times [draws F, H_talker] and codes [draws F, 16]: c0 as given, c1..c15 the predictor's
+    (`training.sampled_targets`, the run's `drafter_targets: samples` with one draw)."""
     gen = torch.Generator().manual_seed(seed)
-    out = []
-    for _ in range(draws):
-        u = frame_uniforms(gen, predictor.num_codes, batch=g.shape[0], device=predictor.device)
-        drawn = [decode_frame_ar(predictor, g[i:i + 512], codes[i:i + 512, 0], stages.sampler(P), u[i:i + 512]).codes
-                 for i in range(0, g.shape[0], 512)]
-        out.append(torch.cat((codes[:, :1], torch.cat(drawn)), dim=1))
-    return g.repeat(draws, 1), torch.cat(out)
+    predictor = stages.backend(P).predictor
+    return g.repeat(draws, 1), torch.cat([sampled_targets(predictor, g, codes, stages.sampler(P), gen)
+                                          for _ in range(draws)])
 
 
 def measure(P, drafter, cal_states, cal_codes, ev_states, ar) -> dict:
@@ -61,7 +56,7 @@ def main():
     ap.add_argument("--seed", type=int, default=123)
     ap.add_argument("--out", default="outputs/probes/self_distillation.json")
     args = ap.parse_args()
-    P = load_params(args.params)
+    P = load_params(args.params, overrides={"drafter_targets": "codec"})     # the rows "codec": the paper's targets
     predictor = stages.backend(P).predictor
     trained = stages.drafters(P)
     start = time.perf_counter()
