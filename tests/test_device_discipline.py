@@ -142,17 +142,20 @@ def test_shard_extraction(backend, tmp_path):
 # -- the evaluation stage path: cached stages on the qwen3 backend ---------------------------------------
 def test_stages_on_the_device(qwen3_tiny, tmp_path, short):
     from helpers.experiment import stages
-    from helpers.experiment.quality import transcribed_runs
+    from helpers.experiment.quality import control_codes, transcribed_runs
     from helpers.experiment.stage_cache import clear_caches
     from qwen3_tiny import tiny_params
     P = tiny_params(qwen3_tiny, output_dir=str(tmp_path), languages=["en"], train_samples=4, validation_samples=2,
                     calibration_samples=1, drafters=["reused", "offsets"], tree_sizes=[4], tree_size=4,
-                    ceiling_frames=1, wer_seeds=1, drafter_epochs=1, workers=1)   # every job here, under the check
+                    ceiling_frames=1, wer_seeds=1, drafter_epochs=1, workers=1,   # every job here, under the check
+                    drafter_targets="samples")                        # the predictor's own draws, drawn on the device
     b = short(stages.backend(P))
     b.transcribe([b.decode(b.samples("evaluation")[0].codes)], "en")   # Whisper loaded here, on the CPU: it is a
     with backend_device_check(b):                                      # model of its own (inference on lazy fails)
         g, h, codes = stages.teacher_forced(P, "train")
         assert g.device.type == codes.device.type == h[:1].device.type == DEVICE
+        g_t, targets = stages.drafter_targets(P, "train")
+        assert targets.device.type == g_t.device.type == DEVICE and torch.equal(targets[:, 0], codes[:, 0])
         trained = stages.drafters(P, progress=False)
         assert trained.drafters["offsets"].offsets.device.type == DEVICE
         assert 0 < stages.calibration(P).frames <= FRAMES
@@ -167,6 +170,8 @@ def test_stages_on_the_device(qwen3_tiny, tmp_path, short):
         assert recorded_g.device.type == recorded_c0.device.type == DEVICE
         (run, hyp, seconds), = transcribed_runs(b, ev.samples, "ar", [P.seed])     # synthesis, decode, ASR
         assert run.codes.device.type == DEVICE and isinstance(hyp, str) and seconds > 0
+        control, = control_codes(P, [run], [P.seed])                  # the parity control's redraw
+        assert control.device.type == DEVICE and control.shape == run.codes.shape
     clear_caches("stages")                                    # drafters loaded on the device stay out of reach
 
 
