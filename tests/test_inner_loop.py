@@ -8,7 +8,7 @@ from drafting import TREES, random_drafters
 from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import SpeculativeDecoder
 from helpers.adapter.inner_loop import InnerLoop
-from helpers.method.replay import replay_calls, walk_calls, walk_many
+from helpers.method.replay import Replay, replay_calls, walk_calls, walk_many
 from helpers.adapter.synthesis import Synthesis
 from helpers.backends.mini.model import MiniModelSpec, TextVocab, build_mini_model
 from helpers.method.sampling import SamplerConfig
@@ -101,6 +101,15 @@ def test_replay_reproduces_the_calls_of_a_full_synthesis(model):
         replay_calls(decoder, runs, [5, 4])                               # wrong uniforms: other codes
     counted = replay_calls(decoder, runs, [5, 4], strict=False)           # counted, not raised
     assert 0 < counted.mismatched <= counted.frames == replay.frames
+
+
+def test_tokens_per_step_by_group_counts_each_groups_frames_and_calls():
+    """Table 2 per language: codes over calls of each group's runs (not a mean of per-run ratios)."""
+    r = Replay(calls=[[5, 5], [15], [3, 3, 3]], mismatched=0, frames=6)
+    assert r.tokens_per_step_by(["en", "de", "en"], 15) == pytest.approx({"en": 15 * 5 / 19, "de": 1.0})
+    assert r.tokens_per_step_by(["x"] * 3, 15) == pytest.approx({"x": r.tokens_per_step(15)})
+    with pytest.raises(ValueError, match="one label per run: 2 labels for 3 runs"):
+        r.tokens_per_step_by(["en", "de"], 15)
 
 
 @pytest.mark.parametrize("kind", ["reused", "medusa", "offsets", "offsets_prenorm"])

@@ -2,8 +2,8 @@
 
 import pytest
 
-from helpers.report.interpret import (asr_has_signal, expected_gaps, gap_sentence, intelligibility, paired_test,
-                                      room_sentence, tree_drafter_split)
+from helpers.report.interpret import (asr_has_signal, expected_gaps, gap_sentence, intelligibility,
+                                      language_lead_sentence, paired_test, room_sentence, tree_drafter_split)
 
 
 def test_gaps_and_their_sentence():
@@ -13,6 +13,14 @@ def test_gaps_and_their_sentence():
     assert "medusa -0.080" in text and "largest shortfall is medusa's" in text and "spread of 0.030" in text
     with pytest.raises(ValueError, match="different drafters"):
         expected_gaps({"medusa": 1.0}, {"reused": 1.0})
+
+
+def test_each_drafters_lead_per_language_and_where_it_is_largest():
+    by_language = {"reused": {"en": 2.0, "de": 2.1}, "medusa": {"en": 2.3, "de": 2.15}, "offsets": {"en": 2.0, "de": 2.2}}
+    text = language_lead_sentence(by_language, ["en"], 32)
+    assert "medusa en +0.300, de +0.050 (largest on en, a training language; smallest on de)" in text
+    assert "offsets en +0.000, de +0.100 (largest on de, not a training language; smallest on en)" in text
+    assert "at N = 32" in text and "trained on en frames only" in text
 
 
 def test_the_room_is_the_ideal_drafters_lead_over_the_reused_heads():

@@ -212,6 +212,7 @@ class Evaluation:
     replay_mismatched: dict[str, dict[int, int]]   # replayed frames whose codes differ from the AR run's (0 if exact)
     replay_decoded: dict[str, dict[int, int]]      # frames decoded again (all if inexact, else the walk's check)
     replay_matches_synthesis: bool | None          # replay's calls == the full path's (None: frames not identical)
+    replay_by_language: dict[str, dict[str, float]]   # measured tokens/step at tree_size per drafter and language
 
     @property
     def frames_compared(self) -> int:
@@ -357,8 +358,10 @@ def evaluation(P: RunParams) -> Evaluation:
         configs = [(kind, n) for kind in P.drafters           # the main drafter at every N, the others at tree_size
                    for n in (P.tree_sizes if kind == main_drafter(P) else [P.tree_size])]
         runs, checked = replayed(P, configs, ar)
-        replay, mismatched, decoded, matches = {}, {}, {}, None
+        replay, mismatched, decoded, matches, by_language = {}, {}, {}, None, {}
         for (kind, n), r in runs.items():
+            if n == P.tree_size:
+                by_language[kind] = r.tokens_per_step_by([s.lang for s in rows], b.predictor.num_codes)
             if (kind, n) == (main_drafter(P), P.tree_size) and comparison.identical_fraction == 1.0:
                 matches = r.calls == [s.calls for s in spec]
             replay.setdefault(kind, {})[n] = r.tokens_per_step(b.predictor.num_codes)
@@ -366,7 +369,8 @@ def evaluation(P: RunParams) -> Evaluation:
             decoded.setdefault(kind, {})[n] = checked[kind, n]
         save_json(folder / "evaluation.json", {"comparison": comparison.to_dict(), "parity": parity.to_dict(),
                                                "replay": replay, "replay_mismatched": mismatched,
-                                               "replay_decoded": decoded, "replay_matches_synthesis": matches})
+                                               "replay_decoded": decoded, "replay_matches_synthesis": matches,
+                                               "replay_by_language": by_language})
 
     def load(folder):
         e = load_json(folder / "evaluation.json")
@@ -377,7 +381,7 @@ def evaluation(P: RunParams) -> Evaluation:
                                                               c["first_difference"], c["onset"]),
                           CodeParity(par["p_values"], tuple(par["samples"]), par["alpha"]),
                           by_n(e["replay"]), by_n(e["replay_mismatched"]), by_n(e["replay_decoded"]),
-                          e["replay_matches_synthesis"])
+                          e["replay_matches_synthesis"], e["replay_by_language"])
 
     return cached(P, "evaluation", build, load, name="evaluation-replayed")   # (replayed by decoding only: "evaluation")
 

@@ -44,6 +44,16 @@ class Replay:
         """Codes per inner call over every replayed frame: num_codes x frames / calls."""
         return num_codes * self.frames / sum(map(sum, self.calls))
 
+    def tokens_per_step_by(self, labels: list, num_codes: int) -> dict:
+        """`tokens_per_step` of each group of runs: labels, one per run (a language), -> {label: tokens/step}."""
+        if len(labels) != len(self.calls):
+            raise ValueError(f"one label per run: {len(labels)} labels for {len(self.calls)} runs")
+        frames, calls = {}, {}
+        for label, run in zip(labels, self.calls):
+            frames[label] = frames.get(label, 0) + len(run)
+            calls[label] = calls.get(label, 0) + sum(run)
+        return {label: num_codes * frames[label] / calls[label] for label in frames}
+
 
 @torch.no_grad()
 def replay_calls(decoder: SpeculativeDecoder, runs: list, seeds: list[int], strict: bool = True) -> Replay:

@@ -1,5 +1,5 @@
 """Sentences that interpret a run's numbers, built from them (notebooks 03, 04 and 05): the room the code predictor
-leaves a drafter, Table 2's gaps from expected to measured, the split of a gain between the tree and the drafter,
+leaves a drafter, Table 2's gaps from expected to measured, each drafter's lead per language, the split of a gain between the tree and the drafter,
 and paired per-language quality tests with their confidence interval and power. Pure: numbers in, numbers and text
 out.
 """
@@ -31,8 +31,24 @@ def gap_sentence(gaps: dict[str, float], per_language: dict[str, float], main: s
     return (f"Measured minus expected tokens/step at N = {n}: " + ", ".join(f"{k} {g:+.3f}" for k, g in gaps.items())
             + (f". The largest shortfall is {worst}'s ({gaps[worst]:+.3f}): the calibration table, measured on other "
                "utterances, is an estimate." if gaps[worst] < 0 else ". Every drafter met or beat its expectation.")
-            + f" The main drafter ({main}) per language: {langs} (a spread of {spread:.3f}; "
-            "the other drafters are replayed over all languages together).")
+            + f" The main drafter ({main}) per language: {langs} (a spread of {spread:.3f}).")
+
+
+def language_lead_sentence(by_language: dict[str, dict[str, float]], train_languages: list[str], n: int) -> str:
+    """Each drafter's measured lead over the reused heads per language at N = n (`by_language`: drafter -> language ->
+    tokens/step, with "reused"), and where it is largest, against the languages the drafters were trained on."""
+    base = by_language["reused"]
+    parts = []
+    for kind, langs in by_language.items():
+        if kind == "reused":
+            continue
+        lead = {lang: v - base[lang] for lang, v in langs.items()}
+        best, worst = max(lead, key=lead.get), min(lead, key=lead.get)
+        trained = "a training language" if best in train_languages else "not a training language"
+        parts.append(f"{kind} " + ", ".join(f"{lang} {g:+.3f}" for lang, g in lead.items())
+                     + f" (largest on {best}, {trained}; smallest on {worst})")
+    return (f"Measured lead over the reused heads per language at N = {n}: " + "; ".join(parts)
+            + f". The drafters are trained on {', '.join(train_languages)} frames only.")
 
 
 def room_sentence(expected: dict[str, dict[int, float]], ideal: dict[int, float], n: int) -> str:
