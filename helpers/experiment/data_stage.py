@@ -1,4 +1,4 @@
-"""The data stage: every role's encoded samples, their teacher-forced (g, codes), the drafters' targets and input states.
+"""The data stage: every role's encoded samples, their teacher-forced (g, codes), the drafters' targets and inputs.
 
 The first stage of `helpers.experiment.stages` (which re-exports it), cached the same way: built once per run by the
 first process that asks, read from `outputs/<run>/artifacts/data-<key>/` by every later one.

@@ -13,7 +13,8 @@ Sections (dotted keys):
                             independent random streams, mean and std over the WER seeds; WER
                             from the first seed only where PER scores the language, std null)
     parity.{p_values, samples, alpha, p_min_adjusted, rejected, design_effect, control.{...}, control_temperature}
-                            (`helpers.method.parity.run_parity`: AR vs speculative runs; control: vs AR's c1..c15 redrawn at 1.2)
+                            (`helpers.method.parity.run_parity`: AR vs speculative runs;
+                            control: vs AR's c1..c15 redrawn at 1.2)
     tree.<N>.{expected_tokens_per_step, measured_tokens_per_step}
     lossless.{frames_compared, frames_identical, identical_fraction, first_difference, onset, exact, inner_loop_dtype,
               parity.{p_values, samples, alpha, p_min_adjusted, rejected}}      (`helpers.method.parity`)

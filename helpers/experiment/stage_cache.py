@@ -17,7 +17,8 @@ STAGE_FIELDS = {
     "data": ("backend", "mini_preset", "mini_build_seed", "model_id_or_path", "dtype", "attn_implementation", "seed", "languages",
              "train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language"),
     "drafters": ("inner_loop_dtype", "depth", "drafters", "drafter_epochs", "drafter_lr", "drafter_batch_size", "drafter_patience",
-                 "drafter_lr_sweep", "acceptance_width", "drafter_targets", "top_k", "top_p", "temperature"),
+                 "drafter_lr_sweep", "acceptance_width", "drafter_targets",
+                 "top_k", "top_p", "temperature"),       # the sampler: self-distilled targets and every later stage
     "calibration": ("tree_sizes", "ceiling_frames"),
     "evaluation": ("tree_size",),
     "wer": ("wer_seeds",),               # the quality stage (`helpers.experiment.quality`); its artifacts' name

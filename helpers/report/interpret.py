@@ -1,7 +1,7 @@
 """Sentences that interpret a run's numbers, built from them (notebooks 03, 04 and 05): the room the code predictor
-leaves a drafter, Table 2's gaps from expected to measured, each drafter's lead per language, the split of a gain between the tree and the drafter,
-and paired per-language quality tests with their confidence interval and power. Pure: numbers in, numbers and text
-out.
+leaves a drafter, Table 2's gaps from expected to measured, each drafter's lead per language, the split of a gain
+between the tree and the drafter, and paired per-language quality tests with their confidence interval and power.
+Pure: numbers in, numbers and text out.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ Acceptance is measured on free-running synthesis, whose codes are the code predi
 the predictor is far from its data (the miniature's: held-out CE 1.7 nats a code) a drafter trained on the codec's codes
 learns the data's distribution, not the one it must guess. Medusa-2's self-distillation trains on the model's own
 outputs instead. Here: c1..c15 sampled by the predictor (the run's sampler) from the teacher-forced (g, c0) of the
-train and validation roles, `--draws` draws per frame (the run's `drafter_targets: samples` takes one); drafters trained on them with the stage's recipe (early
-stopping, the learning rates the run's sweep chose); every drafter then calibrated on free-running calibration synthesis
-(greedy tree, N = tree_size) and measured on the run's AR evaluation frames by the walk (`walk_calls`, as Table 2).
+train and validation roles, `--draws` draws per frame (the run's `drafter_targets: samples` takes one); drafters
+trained on them with the stage's recipe (early stopping, the learning rates the run's sweep chose); every drafter then
+calibrated on free-running calibration synthesis (greedy tree, N = tree_size) and measured on the run's AR evaluation frames by the walk (`walk_calls`, as Table 2).
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/probes/self_distillation.py --kinds medusa --draws 2 --out outputs/probes/sd-medusa.json
 """

@@ -6,8 +6,8 @@ target p_t without touching the model, the codec or the drafters' recipe. Per te
 stages on params/mini.yaml in a run of its own (`probe-t<T>`): self-distilled drafters trained at that temperature,
 calibrated, then Table 2 measured on free-running evaluation synthesis at that temperature (the walk, as notebook 04).
 It prints and saves the target's mean top probability, the ideal drafter's expected tokens/step and every drafter's
-expected and measured tokens/step at tree_size, overall and per language. Whether the paper's pattern (Medusa >> offsets >> reused) appears once
-the targets are sharp says whether sharpness is what the miniature lacks.
+expected and measured tokens/step at tree_size, overall and per language. Whether the paper's pattern (Medusa >>
+offsets >> reused) appears once the targets are sharp says whether sharpness is what the miniature lacks.
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/probes/temperature_sweep.py --temperatures 0.9,0.5,0.3
 """
@@ -21,7 +21,6 @@ from pathlib import Path
 
 from helpers.experiment import stages
 from helpers.experiment.params import load_params
-from helpers.method.replay import walk_many
 
 
 def measure(params: str, temperature: float, tree_size: int) -> dict:
@@ -35,20 +34,9 @@ def measure(params: str, temperature: float, tree_size: int) -> dict:
             "ideal_expected": cal.ceiling_expected[tree_size],
             "expected": {k: v[tree_size] for k, v in cal.expected.items()},
             "measured": {k: v[tree_size] for k, v in ev.replay.items()},
-            "per_language": per_language(P, tree_size),
+            "per_language": ev.replay_by_language,
             "frames": ev.frames_compared, "identical": ev.frames_identical,
             "seconds": round(time.perf_counter() - start, 1)}
-
-
-def per_language(P, tree_size: int) -> dict:
-    """Measured tokens/step of every drafter on each language's AR evaluation frames (the walk, as Table 2)."""
-    ar, _ = stages.syntheses(P)
-    langs = [s.lang for s in stages.samples(P, "evaluation")]
-    decoders = {k: stages.decoder(P, k, tree_size) for k in P.drafters}
-    num_codes = stages.backend(P).predictor.num_codes
-    return {lang: {k: r.tokens_per_step(num_codes) for k, r in walk_many(
-        decoders, [run for run, la in zip(ar, langs, strict=True) if la == lang], stages.REPLAY_CHUNK).items()}
-        for lang in P.languages}
 
 
 def main():
