@@ -148,7 +148,7 @@ def test_stages_on_the_device(qwen3_tiny, tmp_path, short):
     P = tiny_params(qwen3_tiny, output_dir=str(tmp_path), languages=["en"], train_samples=4, validation_samples=2,
                     calibration_samples=1, drafters=["reused", "offsets"], tree_sizes=[4], tree_size=4,
                     ceiling_frames=1, wer_seeds=1, drafter_epochs=1, workers=1,   # every job here, under the check
-                    drafter_targets="samples")                        # the predictor's own draws, drawn on the device
+                    drafter_targets="distributions")      # the predictor's own draws and distributions, on the device
     b = short(stages.backend(P))
     b.transcribe([b.decode(b.samples("evaluation")[0].codes)], "en")   # Whisper loaded here, on the CPU: it is a
     with backend_device_check(b):                                      # model of its own (inference on lazy fails)

@@ -8,7 +8,7 @@ from helpers.method.calibration import acceptance_table, greedy_tree
 from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import MedusaHeads, PositionOffsets, PreNormOffsets, ReusedHeads
-from helpers.method.sampling import SamplerConfig, frame_uniforms
+from helpers.method.sampling import SamplerConfig, frame_uniforms, target_probs
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from drafting import per_head_loss
 from helpers.method.training import (TeacherForcedHidden, TrainConfig, held_out_loss, sampled_targets, train_drafter,
@@ -110,6 +110,63 @@ def test_sampled_targets_are_the_predictors_own_draws_and_teach_what_it_samples(
         train_drafter(medusa, h, targets[train], TrainConfig(epochs=2, lr=3e-3), progress=False)
         top1[name] = acceptance_table(medusa, cp.teacher_forced_hidden(g[held], held_draws), held_draws, width=1)[:, 0]
     assert (top1["samples"] > top1["noise"] + 0.05).all(), top1
+
+
+@pytest.mark.parametrize("kind", [ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads])
+def test_soft_loss_is_the_cross_entropy_with_the_predictors_own_distributions(kind):
+    """`Drafter.loss(soft=sampler)`: for every (t, j), the CE of the draft of c_{t+j} against p_{t+j}, the code
+    predictor's sampling distribution on the same frame (its head on h_{t+j} = norm(r_{t+j}), temperature, top-k),
+    computed here one (t, j) at a time from the predictor itself; value and gradient."""
+    cp = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=torch.float64))
+    drafter = kind(cp)
+    with torch.no_grad():
+        for p in drafter.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1), dtype=p.dtype))
+    gen = torch.Generator().manual_seed(2)
+    g, c0 = random_frame_inputs(SPEC.talker_hidden_size, SPEC.talker_vocab_size, 48, gen, torch.float64)
+    codes = torch.cat((c0[:, None], torch.randint(0, 64, (48, 15), generator=gen)), dim=1)
+    x = cp.teacher_forced_hidden(g, codes, prenorm=drafter.prenorm)
+    h = cp.final_norm(x) if drafter.prenorm else x
+    sampler = SamplerConfig(top_k=20, temperature=0.7)          # top-k truncates: labels with zeros
+
+    def reference():
+        total = x.new_zeros(())
+        for t in range(1, 15):
+            for j in range(1, min(drafter.depth, 15 - t) + 1):
+                p = target_probs(cp.logits(h[:, t + j - 1:t + j], [t + j])[:, 0], sampler)      # [B, V]
+                draft = drafter.draft_logits(x[:, t - 1], t, j)[:, j - 1]
+                total = total - (p * draft.log_softmax(-1)).sum()
+        return total / x.shape[0]
+
+    out = []
+    for loss in (lambda: drafter.loss(x, codes, sampler), reference):
+        drafter.zero_grad()
+        value = loss()
+        if list(drafter.parameters()):
+            value.backward()
+        out.append((value.detach(), [p.grad.clone() for p in drafter.parameters()]))
+    assert torch.allclose(out[0][0], out[1][0], rtol=1e-12)
+    assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(out[0][1], out[1][1], strict=True))
+    assert not torch.allclose(out[0][0], drafter.loss(x, codes).detach())   # not the codes' CE
+
+
+def test_soft_labels_teach_the_predictors_draws_better_than_one_draw(data):
+    """Medusa heads trained on the predictor's distributions (`TrainConfig.soft_labels`) along its draws guess its
+    held-out draws at least as well as heads trained on the draws themselves, and their held-out CE against the
+    draws is lower: one draw per frame is a noisy label, its distribution the exact one (the same frames, epochs and
+    learning rate)."""
+    cp, g, c0, _, codes, h = data
+    train, held = slice(0, 600), slice(3000, 3300)
+    held_draws = sampled_targets(cp, g[held], codes[held], SamplerConfig(), torch.Generator().manual_seed(7))
+    held_h = cp.teacher_forced_hidden(g[held], held_draws)
+    result = {}
+    for name, soft in (("draws", None), ("distributions", SamplerConfig())):
+        medusa = MedusaHeads(cp)
+        train_drafter(medusa, h[train], codes[train], TrainConfig(epochs=3, lr=3e-3, soft_labels=soft), progress=False)
+        result[name] = (held_out_loss(medusa, held_h, held_draws),
+                        acceptance_table(medusa, held_h, held_draws, width=1)[:, 0].mean())
+    assert result["distributions"][0] < result["draws"][0] - 1.0, result
+    assert result["distributions"][1] >= result["draws"][1] - 0.01, result
 
 
 def test_early_stopping_keeps_the_best_held_out_epoch(data):

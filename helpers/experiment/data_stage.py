@@ -65,16 +65,18 @@ def teacher_forced(P: RunParams, role: str) -> tuple[torch.Tensor, TeacherForced
 
 def target_params(P: RunParams) -> dict:
     """The parameters the drafters' targets add to a data step's key: none for the codec's codes; the sampler's
-    for the predictor's own draws."""
+    for the predictor's own draws, which "distributions" shares (the same frames; the labels are the drafters
+    stage's)."""
     if P.drafter_targets == "codec":
         return {}
-    return {k: getattr(P, k) for k in ("drafter_targets", "top_k", "top_p", "temperature")}
+    return {"drafter_targets": "samples", **{k: getattr(P, k) for k in ("top_k", "top_p", "temperature")}}
 
 
 def drafter_targets(P: RunParams, role: str) -> tuple[torch.Tensor, torch.Tensor]:
     """What the drafters learn on a role (train or validation): g [F, H_talker] and codes [F, 16]. The codec's codes
-    (`teacher_forced`), or with drafter_targets "samples" the code predictor's own draws of c1..c15 from each frame's
-    teacher-forced (g, c0) with the run's sampler (`training.sampled_targets`, self-distillation), saved."""
+    (`teacher_forced`), or with drafter_targets "samples" or "distributions" the code predictor's own draws of
+    c1..c15 from each frame's teacher-forced (g, c0) with the run's sampler (`training.sampled_targets`,
+    self-distillation), saved."""
     if role not in TARGET_ROLES:
         raise ValueError(f"drafters learn on the roles {TARGET_ROLES}, not {role!r}")
     b = backend(P)

@@ -32,7 +32,7 @@ CHOICES = {
     "inner_loop_dtype": ("same", "float64", "float32", "bfloat16"),
     "compile": COMPILE_MODES,
     "cuda_graph": ("auto", "on", "off"),
-    "drafter_targets": ("codec", "samples"),
+    "drafter_targets": ("codec", "samples", "distributions"),
 }
 ITEM_CHOICES = {"languages": LANGUAGE_CODES, "drafters": DRAFTER_KINDS}
 POSITIVE = {"train_samples", "validation_samples", "calibration_samples", "eval_samples_per_language", "depth",
@@ -89,10 +89,11 @@ class RunParams:
                                             # epochs without a lower held-out loss (the best epoch's weights kept)
     drafter_lr_sweep: list[float] = field(default_factory=lambda: [1e-3, 3e-3])   # learning rates tried (the
                                             # lowest held-out loss kept); empty: drafter_lr alone
-    # what the drafters learn to draft: "codec", the codec's codes of the training audio (the paper's setting), or
-    # "samples", the code predictor's own draws of c1..c15 (the run's sampler) from the same frames' (g, c0):
-    # Medusa-2's self-distillation, for a predictor far from its data (the miniature's; docs/miniature.md)
-    drafter_targets: str = "samples"
+    # what the drafters learn to draft: "codec", the codec's codes of the training audio (the paper's setting);
+    # "samples", the code predictor's own draws of c1..c15 (the run's sampler) from the same frames' (g, c0); or
+    # "distributions", on the frames of those draws, the predictor's sampling distribution at each position (soft
+    # labels): Medusa-2's self-distillation, for a predictor far from its data (the miniature's; docs/miniature.md)
+    drafter_targets: str = "distributions"
     acceptance_width: int = 8
     tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 15, 16, 31, 32, 47, 63, 64])   # + N + 1 = 16, 32, 48, 64
     tree_size: int = 32

@@ -274,7 +274,8 @@ def drafter_job(P: RunParams, job: DrafterJob) -> tuple[dict, TrainResult]:
     how many processes trained them."""
     predictor = backend(P).predictor
     (_, codes), (_, codes_val) = (drafter_targets(P, role) for role in ("train", "validation"))
-    cfg = TrainConfig(P.drafter_epochs, job.lr, P.drafter_batch_size, P.seed, P.drafter_patience)
+    cfg = TrainConfig(P.drafter_epochs, job.lr, P.drafter_batch_size, P.seed, P.drafter_patience,
+                      sampler(P) if P.drafter_targets == "distributions" else None)
     drafter = make_drafter(job.kind, predictor, P.depth)
     h, h_val = (drafter_states(P, role, drafter.prenorm) for role in ("train", "validation"))
     result = train_drafter(drafter, h, codes, cfg, progress=False, val=(h_val, codes_val))

@@ -17,13 +17,16 @@ from helpers.method.sampling import SamplerConfig, frame_uniforms
 class TrainConfig:
     """The paper's recipe: Adam, lr 1e-3, batch 32, `epochs` passes. With `patience` > 0 (and held-out data),
     `epochs` is the most passes: training stops once `patience` epochs in a row bring no lower held-out loss, and
-    the weights of the best epoch are kept (early stopping, as the Medusa and EAGLE recipes train their heads)."""
+    the weights of the best epoch are kept (early stopping, as the Medusa and EAGLE recipes train their heads).
+    With `soft_labels` (a sampler) the loss takes the code predictor's own sampling distributions as labels
+    (`Drafter.loss(soft=)`), in training and held out."""
 
     epochs: int = 1
     lr: float = 1e-3
     batch_size: int = 32
     seed: int = 0
     patience: int = 0
+    soft_labels: SamplerConfig | None = None
 
     def __post_init__(self):
         for name in ("epochs", "batch_size"):
@@ -95,10 +98,12 @@ def materialised(h):
 
 
 @torch.no_grad()
-def held_out_loss(drafter: Drafter, h, codes: torch.Tensor, batch: int = 1024) -> float:
-    """Summed draft CE per frame on held-out h [B, 15, H] (tensor or `TeacherForcedHidden`), codes [B, 16]."""
+def held_out_loss(drafter: Drafter, h, codes: torch.Tensor, batch: int = 1024,
+                  soft: SamplerConfig | None = None) -> float:
+    """Summed draft CE per frame on held-out h [B, 15, H] (tensor or `TeacherForcedHidden`), codes [B, 16]; with
+    `soft`, against the code predictor's sampling distributions (`Drafter.loss`)."""
     drafter.eval()
-    total = sum(float(drafter.loss(h[i:i + batch], codes[i:i + batch])) * len(codes[i:i + batch])
+    total = sum(float(drafter.loss(h[i:i + batch], codes[i:i + batch], soft)) * len(codes[i:i + batch])
                 for i in range(0, len(codes), batch))
     return total / len(codes)
 
@@ -127,7 +132,7 @@ def train_drafter(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, cfg: T
     result = TrainResult()
     best_state, best = None, 0
     if val is not None:
-        result.val_loss.append(held_out_loss(drafter, *val))
+        result.val_loss.append(held_out_loss(drafter, *val, soft=cfg.soft_labels))
         best_state = state_snapshot(drafter)
     steps = cfg.epochs * -(-h.shape[0] // cfg.batch_size)
     bar = tqdm(total=steps, desc=f"train {drafter.kind}", disable=not progress)
@@ -137,7 +142,7 @@ def train_drafter(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, cfg: T
         losses = []                                   # on the device: read once per epoch, not once per step
         for start in range(0, h.shape[0], cfg.batch_size):
             idx = order[start:start + cfg.batch_size].to(h.device)
-            loss = drafter.loss(h[idx].detach(), codes[idx])
+            loss = drafter.loss(h[idx].detach(), codes[idx], cfg.soft_labels)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -146,7 +151,7 @@ def train_drafter(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, cfg: T
         result.loss_history.extend(torch.stack(losses).tolist())
         bar.set_postfix(loss=f"{result.loss_history[-1]:.3f}")
         if val is not None:
-            result.val_loss.append(held_out_loss(drafter, *val))
+            result.val_loss.append(held_out_loss(drafter, *val, soft=cfg.soft_labels))
             if result.val_loss[-1] < result.val_loss[best]:
                 best_state, best = state_snapshot(drafter), epoch
             elif cfg.patience and epoch - best >= cfg.patience:
