@@ -11,8 +11,8 @@ from helpers.method.drafters import MedusaHeads, PositionOffsets, PreNormOffsets
 from helpers.method.sampling import SamplerConfig, frame_uniforms, target_probs
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from drafting import per_head_loss
-from helpers.method.training import (TeacherForcedHidden, TrainConfig, held_out_loss, sampled_targets, train_drafter,
-                                     train_with_sweep)
+from helpers.method.training import (TeacherForcedHidden, TrainConfig, held_out_loss, sampled_targets, soft_labels,
+                                     train_drafter, train_with_sweep)
 
 SPEC = TinyTalkerSpec(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, vocab_size=64,
                       talker_hidden_size=64, logit_scale=10.0, position_ramp=0.5)
@@ -114,9 +114,10 @@ def test_sampled_targets_are_the_predictors_own_draws_and_teach_what_it_samples(
 
 @pytest.mark.parametrize("kind", [ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads])
 def test_soft_loss_is_the_cross_entropy_with_the_predictors_own_distributions(kind):
-    """`Drafter.loss(soft=sampler)`: for every (t, j), the CE of the draft of c_{t+j} against p_{t+j}, the code
-    predictor's sampling distribution on the same frame (its head on h_{t+j} = norm(r_{t+j}), temperature, top-k),
-    computed here one (t, j) at a time from the predictor itself; value and gradient."""
+    """`Drafter.loss(probs=target_distribution(...))`: for every (t, j), the CE of the draft of c_{t+j} against
+    p_{t+j}, the code predictor's sampling distribution on the same frame (its head on h_{t+j} = norm(r_{t+j}),
+    temperature, top-k), computed here one (t, j) at a time from the predictor itself; value and gradient. The
+    training's labels (`soft_labels`) are those distributions, computed once or a batch at a time."""
     cp = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=torch.float64))
     drafter = kind(cp)
     with torch.no_grad():
@@ -139,7 +140,10 @@ def test_soft_loss_is_the_cross_entropy_with_the_predictors_own_distributions(ki
         return total / x.shape[0]
 
     out = []
-    for loss in (lambda: drafter.loss(x, codes, sampler), reference):
+    probs = drafter.target_distribution(x, sampler)
+    lazy = soft_labels(drafter, TeacherForcedHidden(cp, g, codes, drafter.prenorm), sampler)
+    assert torch.equal(soft_labels(drafter, x, sampler), probs) and torch.allclose(lazy[5:9], probs[5:9], rtol=1e-12)
+    for loss in (lambda: drafter.loss(x, codes, probs), reference):
         drafter.zero_grad()
         value = loss()
         if list(drafter.parameters()):

@@ -81,14 +81,14 @@ class Drafter(nn.Module):
         return torch.stack([self._heads[min(t + j, n) - 1].detach() for t in range(1, n + 1)
                             for j in range(1, self.depth + 1)]).unflatten(0, (n, self.depth))
 
-    def loss(self, h: torch.Tensor, codes: torch.Tensor, soft: SamplerConfig | None = None) -> torch.Tensor:
+    def loss(self, h: torch.Tensor, codes: torch.Tensor, probs: torch.Tensor | None = None) -> torch.Tensor:
         """Summed draft cross-entropy over depths j <= K and valid t, mean over the batch: the CE of `draft_logits`
         (tests/drafting.py `per_head_loss` is that definition, one (t, j) at a time), in one batched product.
 
         h [B, 15, H] (h[:, t-1] = h_t; r_t if `prenorm`), codes [B, 16] (c0..c15) -> scalar, computed in `master_dtype`.
-        The labels are the codes c_{t+j}, or with `soft` the code predictor's own sampling distribution at position
-        t + j of the same frame (`target_distribution`: soft labels, Medusa-2's self-distillation loss), whose
-        expectation over the frames' draws is what a draft must guess, at a fraction of one draw's variance.
+        The labels are the codes c_{t+j}; with `probs` [B, 15, V], the code predictor's own sampling distributions on
+        the same frames (`target_distribution`), p_{t+j} instead: soft labels, Medusa-2's self-distillation loss, whose
+        expectation over the frames' draws is what a draft must guess, at a fraction of one draw's noise.
         """
         h = h.to(self.master_dtype)
         t = torch.arange(1, self.num_codes + 1, device=h.device)[:, None]
@@ -97,12 +97,11 @@ class Drafter(nn.Module):
         x = torch.stack([self.draft_input(h, j) for j in range(1, self.depth + 1)], dim=2)   # [B, 15, K, H]
         logits = torch.einsum("btjh,tjvh->btjv", x, self.head_stack().to(h.dtype))[:, valid]   # [B, n valid, V]
         code = target[valid]                                                   # [n valid]: their t + j
-        if soft is None:
+        if probs is None:
             labels = codes[:, code].flatten()                                  # [B n]
         else:
-            labels = self.target_distribution(h, soft)[:, code - 1].flatten(0, 1)   # [B n, V]
-        return F.cross_entropy(logits.flatten(0, 1), labels if soft is None else labels.to(logits.dtype),
-                               reduction="sum") / h.shape[0]
+            labels = probs[:, code - 1].flatten(0, 1).to(logits.dtype)         # [B n, V]
+        return F.cross_entropy(logits.flatten(0, 1), labels, reduction="sum") / h.shape[0]
 
     @torch.no_grad()
     def target_distribution(self, h: torch.Tensor, sampler: SamplerConfig) -> torch.Tensor:

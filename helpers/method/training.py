@@ -18,8 +18,8 @@ class TrainConfig:
     """The paper's recipe: Adam, lr 1e-3, batch 32, `epochs` passes. With `patience` > 0 (and held-out data),
     `epochs` is the most passes: training stops once `patience` epochs in a row bring no lower held-out loss, and
     the weights of the best epoch are kept (early stopping, as the Medusa and EAGLE recipes train their heads).
-    With `soft_labels` (a sampler) the loss takes the code predictor's own sampling distributions as labels
-    (`Drafter.loss(soft=)`), in training and held out."""
+    With `soft_labels` (a sampler) the loss takes the code predictor's own sampling distributions under it as labels
+    (`soft_labels`, `Drafter.loss(probs=)`), in training and held out."""
 
     epochs: int = 1
     lr: float = 1e-3
@@ -97,13 +97,34 @@ def materialised(h):
     return h
 
 
+class _LazyDistributions:
+    """p[idx] = drafter.target_distribution(h[idx], sampler), computed when read."""
+
+    def __init__(self, drafter: Drafter, h, sampler: SamplerConfig):
+        self.drafter, self.h, self.sampler = drafter, h, sampler
+
+    def __getitem__(self, idx) -> torch.Tensor:
+        return self.drafter.target_distribution(self.h[idx], self.sampler)
+
+
+def soft_labels(drafter: Drafter, h, sampler: SamplerConfig):
+    """The code predictor's sampling distributions p [F, 15, V] on the frames h holds, as `drafter` reads them (h, or
+    r for a `prenorm` drafter): labels fixed by the frames, so computed once (a tensor) where h is a tensor and p fits
+    in MATERIALISE_BYTES, else a batch at a time on indexing (p[idx])."""
+    lazy = _LazyDistributions(drafter, h, sampler)
+    vocab = drafter.head_weight(1, 1).shape[0]
+    if not isinstance(h, torch.Tensor) or h.shape[0] * h.shape[1] * vocab * h.element_size() > MATERIALISE_BYTES:
+        return lazy
+    return torch.cat([lazy[i:i + 4096] for i in range(0, h.shape[0], 4096)])
+
+
 @torch.no_grad()
-def held_out_loss(drafter: Drafter, h, codes: torch.Tensor, batch: int = 1024,
-                  soft: SamplerConfig | None = None) -> float:
+def held_out_loss(drafter: Drafter, h, codes: torch.Tensor, batch: int = 1024, probs=None) -> float:
     """Summed draft CE per frame on held-out h [B, 15, H] (tensor or `TeacherForcedHidden`), codes [B, 16]; with
-    `soft`, against the code predictor's sampling distributions (`Drafter.loss`)."""
+    `probs` (`soft_labels`), against the code predictor's sampling distributions on those frames."""
     drafter.eval()
-    total = sum(float(drafter.loss(h[i:i + batch], codes[i:i + batch], soft)) * len(codes[i:i + batch])
+    total = sum(float(drafter.loss(h[i:i + batch], codes[i:i + batch], None if probs is None else probs[i:i + batch]))
+                * len(codes[i:i + batch])
                 for i in range(0, len(codes), batch))
     return total / len(codes)
 
@@ -127,12 +148,16 @@ def train_drafter(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, cfg: T
         raise ValueError(f"expected h [B, {drafter.num_codes}, H] and codes [B, {drafter.num_codes + 1}], "
                          f"got {tuple(h.shape)} and {tuple(codes.shape)}")
     h = materialised(h)
+    probs = val_probs = None
+    if cfg.soft_labels is not None:
+        probs = soft_labels(drafter, h, cfg.soft_labels)
+        val_probs = None if val is None else soft_labels(drafter, val[0], cfg.soft_labels)
     gen = torch.Generator().manual_seed(cfg.seed)
     optimizer = adam(params, cfg.lr)
     result = TrainResult()
     best_state, best = None, 0
     if val is not None:
-        result.val_loss.append(held_out_loss(drafter, *val, soft=cfg.soft_labels))
+        result.val_loss.append(held_out_loss(drafter, *val, probs=val_probs))
         best_state = state_snapshot(drafter)
     steps = cfg.epochs * -(-h.shape[0] // cfg.batch_size)
     bar = tqdm(total=steps, desc=f"train {drafter.kind}", disable=not progress)
@@ -142,7 +167,7 @@ def train_drafter(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, cfg: T
         losses = []                                   # on the device: read once per epoch, not once per step
         for start in range(0, h.shape[0], cfg.batch_size):
             idx = order[start:start + cfg.batch_size].to(h.device)
-            loss = drafter.loss(h[idx].detach(), codes[idx], cfg.soft_labels)
+            loss = drafter.loss(h[idx].detach(), codes[idx], None if probs is None else probs[idx])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -151,7 +176,7 @@ def train_drafter(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, cfg: T
         result.loss_history.extend(torch.stack(losses).tolist())
         bar.set_postfix(loss=f"{result.loss_history[-1]:.3f}")
         if val is not None:
-            result.val_loss.append(held_out_loss(drafter, *val, soft=cfg.soft_labels))
+            result.val_loss.append(held_out_loss(drafter, *val, probs=val_probs))
             if result.val_loss[-1] < result.val_loss[best]:
                 best_state, best = state_snapshot(drafter), epoch
             elif cfg.patience and epoch - best >= cfg.patience:

@@ -6,9 +6,13 @@ learns the data's distribution, not the one it must guess. Medusa-2's self-disti
 outputs instead. Here: c1..c15 sampled by the predictor (the run's sampler) from the teacher-forced (g, c0) of the
 train and validation roles, `--draws` draws per frame (the run's `drafter_targets: samples` takes one); drafters
 trained on them with the stage's recipe (early stopping, the learning rates the run's sweep chose); every drafter then
-calibrated on free-running calibration synthesis (greedy tree, N = tree_size) and measured on the run's AR evaluation frames by the walk (`walk_calls`, as Table 2).
+calibrated on free-running calibration synthesis (greedy tree, N = tree_size) and measured on the run's AR evaluation
+frames by the walk (`walk_calls`, as Table 2). `--labels distributions` trains on the predictor's sampling
+distributions along the draws instead of the draws (soft labels, the run's `drafter_targets: distributions`);
+`--fraction` keeps the first part of the train frames (does the drafter want more frames?).
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/probes/self_distillation.py --kinds medusa --draws 2 --out outputs/probes/sd-medusa.json
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/probes/self_distillation.py --kinds medusa --draws 1 --labels distributions --fraction 0.5
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ def main():
     ap.add_argument("--params", default="params/mini.yaml")
     ap.add_argument("--kinds", default="medusa,offsets,offsets_prenorm")
     ap.add_argument("--draws", type=int, default=2)
+    ap.add_argument("--labels", choices=("draws", "distributions"), default="draws")
+    ap.add_argument("--fraction", type=float, default=1.0, help="of the train frames kept (the first ones)")
     ap.add_argument("--seed", type=int, default=123)
     ap.add_argument("--out", default="outputs/probes/self_distillation.json")
     args = ap.parse_args()
@@ -73,7 +79,7 @@ def main():
     ar, _ = stages.syntheses(P)
     ev_states = teacher_forced_states(predictor, ar)
     print(f"calibration synthesis ({len(cal_codes)} frames) in {time.perf_counter() - start:.0f} s", flush=True)
-    result = {"draws": args.draws, "codec": {}, "samples": {}}
+    result = {"draws": args.draws, "labels": args.labels, "fraction": args.fraction, "codec": {}, "samples": {}}
     for kind in ["reused"] + args.kinds.split(","):
         result["codec"][kind] = measure(P, trained.drafters[kind], cal_states, cal_codes, ev_states, ar)
         print(kind, "codec targets", result["codec"][kind], flush=True)
@@ -82,8 +88,10 @@ def main():
         lr = trained.training[kind]["lr"]
         t0 = time.perf_counter()
         (s, cs), (sv, csv) = data["train"], data["validation"]
-        r = train_drafter(d, s[d.prenorm], cs, TrainConfig(P.drafter_epochs, lr, P.drafter_batch_size, P.seed,
-                                                            P.drafter_patience), progress=False, val=(sv[d.prenorm], csv))
+        m = round(len(cs) * args.fraction)
+        soft = stages.sampler(P) if args.labels == "distributions" else None
+        cfg = TrainConfig(P.drafter_epochs, lr, P.drafter_batch_size, P.seed, P.drafter_patience, soft)
+        r = train_drafter(d, s[d.prenorm][:m], cs[:m], cfg, progress=False, val=(sv[d.prenorm], csv))
         result["samples"][kind] = {**measure(P, d, cal_states, cal_codes, ev_states, ar), "lr": lr,
                                    "best_epoch": r.best_epoch, "val_loss": r.val_loss,
                                    "seconds": round(time.perf_counter() - t0, 1)}

@@ -8,8 +8,11 @@ calibrated, then Table 2 measured on free-running evaluation synthesis at that t
 It prints and saves the target's mean top probability, the ideal drafter's expected tokens/step and every drafter's
 expected and measured tokens/step at tree_size, overall and per language. Whether the paper's pattern (Medusa >>
 offsets >> reused) appears once the targets are sharp says whether sharpness is what the miniature lacks.
+`--quality-seeds n` also runs the quality stage (notebook 05) with n seeds at each temperature: the PER of AR and
+speculative synthesis against the codec round trip's, per language (does the spread hold the speech down too?).
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/probes/temperature_sweep.py --temperatures 0.9,0.5,0.3
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/probes/temperature_sweep.py --temperatures 0.3 --quality-seeds 1
 """
 
 from __future__ import annotations
@@ -21,14 +24,20 @@ from pathlib import Path
 
 from helpers.experiment import stages
 from helpers.experiment.params import load_params
+from helpers.experiment.quality import quality
 
 
-def measure(params: str, temperature: float, tree_size: int) -> dict:
+def measure(params: str, temperature: float, tree_size: int, quality_seeds: int = 0) -> dict:
     P = load_params(params, {"temperature": temperature, "run_name": f"probe-t{temperature:g}",
-                             "tree_sizes": [tree_size], "tree_size": tree_size})
+                             "tree_sizes": [tree_size], "tree_size": tree_size, "wer_seeds": max(quality_seeds, 1)})
     start = time.perf_counter()
     cal, ev = stages.calibration(P), stages.evaluation(P)
-    return {"temperature": temperature, "tree_size": tree_size,
+    per = {}
+    if quality_seeds:
+        per = {lang: {"codec": row["per_codec"], **{k: sum(row[f"per_{k}"]) / len(row[f"per_{k}"])
+                                                     for k in ("ar", "spec")}}
+               for lang, row in quality(P)["languages"].items()}
+    return {"per": per, "temperature": temperature, "tree_size": tree_size,
             "top_prob_mean": sum(cal.top_prob) / len(cal.top_prob),
             "entropy_mean": sum(cal.entropy) / len(cal.entropy),
             "ideal_expected": cal.ceiling_expected[tree_size],
@@ -44,11 +53,12 @@ def main():
     ap.add_argument("--params", default="params/mini.yaml")
     ap.add_argument("--temperatures", default="0.9,0.5,0.3")
     ap.add_argument("--tree-size", type=int, default=32)
+    ap.add_argument("--quality-seeds", type=int, default=0, help="0: no quality stage")
     ap.add_argument("--out", default="outputs/probes/temperature_sweep.json")
     args = ap.parse_args()
     rows = []
     for t in (float(x) for x in args.temperatures.split(",")):
-        rows.append(measure(args.params, t, args.tree_size))
+        rows.append(measure(args.params, t, args.tree_size, args.quality_seeds))
         print(json.dumps(rows[-1]), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(rows, indent=1))
