@@ -15,10 +15,10 @@ Folders by layer, imports running downward only (tests/test_architecture.py chec
 
 import os as _os
 
-from helpers.backends.mini.numerics import GLOBAL_PINS as _PINS
+from helpers.backends.mini.numerics import set_global_pins as _set_global_pins
 
-for _name, _value in _PINS.items():          # before numpy / torch load: every process of the project on one set of
-    _os.environ.setdefault(_name, _value)    # numerical paths (numerics.py), unless the caller sets its own
+_set_global_pins()      # before numpy / torch load: every process of the project on one set of numerical paths
+                        # (numerics.py), unless the caller sets its own; import helpers first
 
 if _os.environ.get("RVQ_PROGRESS_LOG"):      # under the runner: bars and build notes to its log, not the notebook
     from helpers.experiment.quiet import route_progress as _route

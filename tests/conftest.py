@@ -5,6 +5,7 @@ on 2 cores) or is marked so itself: `pytest -m "not slow"` (`make test-fast`) ru
 method's exactness tests among them; `make test` runs everything.
 """
 
+import helpers  # noqa: F401  (first: the numerical pins take effect only before numpy and torch load)
 import pytest
 import torch
 

@@ -38,6 +38,18 @@ def test_a_callers_own_setting_wins_and_is_reported():
     assert build_env(env)["MKL_CBWR"] == "COMPATIBLE" and build_env(env)["ATEN_CPU_CAPABILITY"] == "avx2"
 
 
+def test_a_build_refuses_an_openblas_loaded_before_the_pin():
+    """numpy imported before helpers keeps the kernels it loaded with (here Sandybridge while the pin says Haswell):
+    the keys say so and the build stops with what to do, instead of retraining on other numerical paths."""
+    late = ("import os; os.environ['OPENBLAS_CORETYPE'] = 'Sandybridge'; import numpy; "
+            "os.environ['OPENBLAS_CORETYPE'] = 'Haswell'; import helpers; "
+            "from helpers.backends.mini.numerics import keyed_paths; keyed_paths()")
+    run = subprocess.run([sys.executable, "-c", late], capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "loaded before `import helpers`" in run.stderr and "['Sandybridge']" in run.stderr
+    assert "Import helpers before numpy and torch" in run.stderr
+
+
 def test_the_build_keys_carry_the_paths(smoke_cache):
     from helpers.backends.mini.build import SMOKE, build_mini
     mini = build_mini(SMOKE, smoke_cache / "mini")

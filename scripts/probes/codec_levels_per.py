@@ -11,9 +11,10 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import helpers  # noqa: E402,F401  (first: its numerical pins take effect only before numpy and torch load)
+import numpy as np  # noqa: E402
 
 from helpers.artifacts import load_json, load_tensors  # noqa: E402
 from helpers.backends.mini.build import MINI, fixed_threads  # noqa: E402

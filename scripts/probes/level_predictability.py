@@ -24,11 +24,12 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-import torch
-from torch import nn
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import helpers  # noqa: E402,F401  (first: its numerical pins take effect only before numpy and torch load)
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 from helpers.artifacts import load_json  # noqa: E402
 from helpers.backends.languages import CODES as LANGS  # noqa: E402

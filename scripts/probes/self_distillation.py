@@ -22,6 +22,7 @@ import json
 import time
 from pathlib import Path
 
+import helpers  # noqa: F401  (first: its numerical pins take effect only before numpy and torch load)
 import torch
 
 from helpers.adapter.synthesis import Synthesis

@@ -41,6 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+import helpers  # noqa: E402,F401  (first: its numerical pins take effect only before numpy and torch load)
 import numpy as np
 import torch
 from torch import nn

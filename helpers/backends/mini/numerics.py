@@ -29,6 +29,13 @@ GLOBAL_PINS = {"OPENBLAS_CORETYPE": "Haswell", "MKL_CBWR": "AVX2", "NPY_DISABLE_
 BUILD_ATEN = {"ATEN_CPU_CAPABILITY": "avx2"}
 
 
+def set_global_pins() -> None:
+    """Set `GLOBAL_PINS` in this process's environment where the caller has not (`import helpers` does, before
+    numpy or torch should load)."""
+    for name, value in GLOBAL_PINS.items():
+        os.environ.setdefault(name, value)
+
+
 def build_env(env: dict | None = None) -> dict:
     """The environment of a build process: `env` (default: this process's) with the global pins (where unset) and
     ATen's build pin."""
@@ -51,6 +58,17 @@ def numeric_paths() -> dict:
 
 def keyed_paths() -> dict:
     """The paths that key a build: OpenBLAS's and MKL's (the same in every process of the project), not ATen's (which
-    only the build step pins; it is recorded with the model instead)."""
+    only the build step pins; it is recorded with the model instead). Raises where an OpenBLAS loaded before the pin
+    was set (numpy imported before helpers) and runs other kernels than OPENBLAS_CORETYPE names: such a build would
+    neither match the shipped miniature's keys nor compute what the pinned build computes."""
     paths = numeric_paths()
+    pinned = os.environ.get("OPENBLAS_CORETYPE", "")
+    stray = [arch for arch in paths["openblas"] if arch.lower() != pinned.lower()]
+    if pinned and stray:
+        raise RuntimeError(f"numpy (or scipy) was loaded before `import helpers`, so its OpenBLAS runs {stray} kernels, "
+                           f"not OPENBLAS_CORETYPE={pinned}: the miniature's build would key and compute on other "
+                           "numerical paths (and retrain what is shipped). Import helpers before numpy and torch "
+                           "(first line of the script; in a notebook, restart the kernel), or export the pins "
+                           f"({', '.join(f'{k}={v}' for k, v in GLOBAL_PINS.items() if k != 'NPY_DISABLE_CPU_FEATURES')}) "
+                           "before starting Python.")
     return {"openblas": paths["openblas"], "mkl_cbwr": paths["mkl_cbwr"]}
