@@ -67,26 +67,38 @@ def test_prenorm_reads_the_residual_from_one_extraction(data):
     assert torch.equal(trained[0].b, trained[1].b) and not torch.equal(trained[0].b, start)
 
 
-@pytest.mark.parametrize("kind", [ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads])
-def test_batched_loss_is_the_per_head_loss_of_the_drafts(kind):
-    """`Drafter.loss` (one product over every (t, j)) is the CE of what the drafter drafts (`draft_logits`, one
-    (t, j) at a time), value and gradient, for every drafter, with trained-looking (non-zero) parameters."""
+def _perturbed_drafter(kind):
+    """A float64 tiny code predictor and a `kind` drafter on it with trained-looking (non-zero) parameters."""
     cp = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=torch.float64))
     drafter = kind(cp)
     with torch.no_grad():
         for p in drafter.parameters():
             p.add_(0.1 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1), dtype=p.dtype))
-    gen = torch.Generator().manual_seed(2)
-    h, codes = torch.randn(64, 15, 64, generator=gen, dtype=torch.float64), torch.randint(0, 64, (64, 16), generator=gen)
+    return cp, drafter
+
+
+def _assert_same_value_and_gradient(drafter, loss, reference) -> torch.Tensor:
+    """`loss()` equals `reference()` in value and in its gradient on every drafter parameter; returns the value."""
     out = []
-    for loss in (drafter.loss, lambda *a: per_head_loss(drafter, *a)):
+    for f in (loss, reference):
         drafter.zero_grad()
-        value = loss(h, codes)
+        value = f()
         if list(drafter.parameters()):
             value.backward()
         out.append((value.detach(), [p.grad.clone() for p in drafter.parameters()]))
     assert torch.allclose(out[0][0], out[1][0], rtol=1e-12)
     assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(out[0][1], out[1][1], strict=True))
+    return out[0][0]
+
+
+@pytest.mark.parametrize("kind", [ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads])
+def test_batched_loss_is_the_per_head_loss_of_the_drafts(kind):
+    """`Drafter.loss` (one product over every (t, j)) is the CE of what the drafter drafts (`draft_logits`, one
+    (t, j) at a time), value and gradient, for every drafter, with trained-looking (non-zero) parameters."""
+    cp, drafter = _perturbed_drafter(kind)
+    gen = torch.Generator().manual_seed(2)
+    h, codes = torch.randn(64, 15, 64, generator=gen, dtype=torch.float64), torch.randint(0, 64, (64, 16), generator=gen)
+    _assert_same_value_and_gradient(drafter, lambda: drafter.loss(h, codes), lambda: per_head_loss(drafter, h, codes))
 
 
 def test_sampled_targets_are_the_predictors_own_draws_and_teach_what_it_samples(data):
@@ -118,11 +130,7 @@ def test_soft_loss_is_the_cross_entropy_with_the_predictors_own_distributions(ki
     p_{t+j}, the code predictor's sampling distribution on the same frame (its head on h_{t+j} = norm(r_{t+j}),
     temperature, top-k), computed here one (t, j) at a time from the predictor itself; value and gradient. The
     training's labels (`soft_labels`) are those distributions, computed once or a batch at a time."""
-    cp = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=torch.float64))
-    drafter = kind(cp)
-    with torch.no_grad():
-        for p in drafter.parameters():
-            p.add_(0.1 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1), dtype=p.dtype))
+    cp, drafter = _perturbed_drafter(kind)
     gen = torch.Generator().manual_seed(2)
     g, c0 = random_frame_inputs(SPEC.talker_hidden_size, SPEC.talker_vocab_size, 48, gen, torch.float64)
     codes = torch.cat((c0[:, None], torch.randint(0, 64, (48, 15), generator=gen)), dim=1)
@@ -139,19 +147,11 @@ def test_soft_loss_is_the_cross_entropy_with_the_predictors_own_distributions(ki
                 total = total - (p * draft.log_softmax(-1)).sum()
         return total / x.shape[0]
 
-    out = []
     probs = drafter.target_distribution(x, sampler)
     lazy = soft_labels(drafter, TeacherForcedHidden(cp, g, codes, drafter.prenorm), sampler)
     assert torch.equal(soft_labels(drafter, x, sampler), probs) and torch.allclose(lazy[5:9], probs[5:9], rtol=1e-12)
-    for loss in (lambda: drafter.loss(x, codes, probs), reference):
-        drafter.zero_grad()
-        value = loss()
-        if list(drafter.parameters()):
-            value.backward()
-        out.append((value.detach(), [p.grad.clone() for p in drafter.parameters()]))
-    assert torch.allclose(out[0][0], out[1][0], rtol=1e-12)
-    assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(out[0][1], out[1][1], strict=True))
-    assert not torch.allclose(out[0][0], drafter.loss(x, codes).detach())   # not the codes' CE
+    value = _assert_same_value_and_gradient(drafter, lambda: drafter.loss(x, codes, probs), reference)
+    assert not torch.allclose(value, drafter.loss(x, codes).detach())   # not the codes' CE
 
 
 def test_soft_labels_teach_the_predictors_draws_better_than_one_draw(data):

@@ -68,7 +68,6 @@ def keyed_paths() -> dict:
         raise RuntimeError(f"numpy (or scipy) was loaded before `import helpers`, so its OpenBLAS runs {stray} kernels, "
                            f"not OPENBLAS_CORETYPE={pinned}: the miniature's build would key and compute on other "
                            "numerical paths (and retrain what is shipped). Import helpers before numpy and torch "
-                           "(first line of the script; in a notebook, restart the kernel), or export the pins "
-                           f"({', '.join(f'{k}={v}' for k, v in GLOBAL_PINS.items() if k != 'NPY_DISABLE_CPU_FEATURES')}) "
-                           "before starting Python.")
+                           "(first line of the script; in a notebook, restart the kernel), or export "
+                           f"OPENBLAS_CORETYPE={pinned} before starting Python.")
     return {"openblas": paths["openblas"], "mkl_cbwr": paths["mkl_cbwr"]}
