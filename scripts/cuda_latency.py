@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers.method.compiled import COMPILE_MODES  # noqa: E402
+from helpers.method.compiler import COMPILE_MODES  # noqa: E402
 from helpers.method.calibration import REFERENCE_TABLE, expected_tokens_per_step, greedy_tree  # noqa: E402
 from helpers.method.predictor import CodePredictor  # noqa: E402
 from helpers.method.drafters import PositionOffsets  # noqa: E402

@@ -1,4 +1,4 @@
-"""Compiled calls (helpers.method.compiled): the same codes as the eager decoders for the same uniforms.
+"""Compiled calls (the rounds of helpers.method.round compiled): the same codes as the eager decoders for the same uniforms.
 
 Every frame runs the pruned trees near its end (roots t = 12, 13 and the AR call at t = 14), so each check
 covers them. The modules run eagerly ("none") on both tiny shapes and every fused drafter, against the eager
@@ -13,8 +13,7 @@ from conftest import SPECS, frame_inputs
 from drafting import TREES, OracleDrafter, random_drafters
 from helpers.adapter.tiny import build_tiny_talker
 from helpers.experiment.params import ParamsError, RunParams
-from helpers.method.compiled import CompiledAR, CompiledSpeculative
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import CompiledAR, CompiledSpeculative, SpeculativeDecoder, decode_frame_ar
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 
@@ -88,7 +87,7 @@ def test_compile_parameter_is_validated(tiny):
     with pytest.raises(ValueError, match="needs a CUDA model"):
         CompiledSpeculative(cp, random_drafters(cp)["offsets"], TREES["sparse4"], SAMPLER, "cuda_graph")
     with pytest.raises(ValueError, match="drafts on the host"):
-        CompiledSpeculative(cp, OracleDrafter(cp), TREES["sparse4"], SAMPLER, "none")
+        CompiledSpeculative(cp, OracleDrafter(cp), TREES["sparse4"], SAMPLER, "inductor")
     with pytest.raises(ParamsError, match="compile='fast' is not allowed; allowed: none, inductor, cuda_graph"):
         RunParams(compile="fast")
     assert RunParams().compile == "none"

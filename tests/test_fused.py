@@ -1,4 +1,4 @@
-"""The fused draft+verify call equals the step-by-step path (float64): logits, new K/V and drafts.
+"""The fused verify call (with every node's drafts, as exported) equals the step-by-step path (float64): logits, new K/V and drafts.
 
 The step-by-step path is `CodePredictor.run` one token at a time (the AR model), its tree call for the
 new K/V, and `Drafter.draft_logits` + top-m from each node's hidden state for the drafts. Trees: full
@@ -15,6 +15,8 @@ from helpers.method.calibration import greedy_tree
 from helpers.method.predictor import KVCache, causal_mask
 from helpers.method.decoding import ar_step
 from helpers.method.fused import FusedCore, FusedStep, fusable
+from helpers.method.round import Drafts, Prefill, TreeIndex
+from helpers.method.sampling import SamplerConfig
 from helpers.method.tree import SparseTree
 
 TREES = {"full2x3": SparseTree.full(2, 3),
@@ -66,10 +68,9 @@ def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned
     nodes = torch.randint(0, spec.vocab_size, (tree.size,), generator=gen).tolist()
     cache = _committed_cache(cp, g, c0, committed)
     query = torch.tensor([[root] + nodes])
-    logits, k_new, v_new, drafts = step(query, cache.k, cache.v, torch.tensor([t]))
-    assert step.use_views
-    step.use_views = False                                  # the gather path (traced, exported, CUDA graphs)
-    gathered = step(query, cache.k, cache.v, torch.tensor([t]))
+    logits, k_new, v_new, drafts = step(query, cache.k, cache.v, torch.tensor([t]))     # eager: rows as views
+    gathered = torch.jit.trace(step, (query, cache.k, cache.v, torch.tensor([t])), check_trace=False)(
+        query, cache.k, cache.v, torch.tensor([t]))          # the gather path (traced, exported, compiled, CUDA)
     for a, b in zip((logits, k_new, v_new, drafts), gathered):
         assert torch.equal(a, b)
     assert logits.shape == (1, tree.size + 1, spec.vocab_size)
@@ -120,17 +121,21 @@ def test_first_drafts_and_refresh(tiny):
     spec, _, cp = tiny
     core = FusedCore(cp)
     g, c0 = frame_inputs(spec, 1, seed=5)
+    u = torch.rand(cp.num_codes, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     for kind in ("offsets", "offsets_prenorm"):            # round 1 drafts from h_1, or r_1 (before the final norm)
         drafter = random_drafters(cp, seed=1)[kind]
-        step = FusedStep(core, TREES["full2x3"], drafter)
-        assert step.prenorm == drafter.prenorm
         h1 = cp.prefill(cp.new_cache(1), g, c0, prenorm=drafter.prenorm)
         cache = cp.new_cache(1)
         logits, _, _, h1_fused = core.prefill(g, c0, cache.k, cache.v, prenorm=drafter.prenorm)
         assert (h1_fused - h1).abs().max() < TOL
         assert (logits - cp.logits(cp.prefill(cp.new_cache(1), g, c0)[:, None], [1])[:, 0]).abs().max() < TOL
         ref = drafter.draft_logits(h1, 1, 3)[0].topk(2, dim=-1).indices
-        assert torch.equal(step.first_drafts(h1_fused)[0], ref)
+        tree = TREES["full2x3"]
+        prefill = Prefill(core, SamplerConfig(), Drafts(core, drafter, 3, 2), TreeIndex(tree, cp.device))
+        codes = torch.zeros(cp.num_codes, dtype=torch.long)
+        query, cand = prefill(g, c0, cache.k, cache.v, u, codes)
+        assert torch.equal(cand, ref)
+        assert query.tolist() == [[int(codes[0])] + ref[tree.depth[1:] - 1, tree.rank[1:]].tolist()]
     assert not core.refresh()                                   # unchanged weights: nothing rebuilt
     head = cp.official.lm_head[0].weight
     with torch.no_grad():

@@ -7,7 +7,7 @@ import torch
 
 from drafting import TREES
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
-from helpers.method.compiled import CompiledAR
+from helpers.method.decoding import CompiledAR
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import make_drafter
 from helpers.method.fused import FusedStep, shared_core

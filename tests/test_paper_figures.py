@@ -46,7 +46,7 @@ def test_round_records_are_the_rounds_that_ran(run, kind):
             assert r.positions == [r.t + 1 + d for d in r.depth] and r.cache_length == r.t + 1
             assert tuple(r.visible.shape) == (q, predictor.slots + q)
             assert r.visible[:, :r.cache_length].all() and not r.visible[:, r.cache_length:predictor.slots].any()
-            tree_mask = dec.plans[r.t].tree.mask.to(r.visible.device)
+            tree_mask = dec.rounds[r.t].index.tree.mask.to(r.visible.device)
             assert torch.equal(r.visible[:, predictor.slots:], tree_mask)
             path = r.accepted_path
             assert path[0] == 0 and [r.depth[i] for i in path] == list(range(len(path)))

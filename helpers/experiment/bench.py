@@ -32,7 +32,7 @@ from helpers.measure.deployments import (cpu_matrix_flags, format_frames, format
 from helpers.measure.latency import SIZES, environment, format_table, latency_metrics
 from helpers.measure.profile import format_profile
 from helpers.method.calibration import greedy_tree
-from helpers.method.compiled import COMPILE_MODES
+from helpers.method.compiler import COMPILE_MODES
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 
 

@@ -19,7 +19,7 @@ import yaml
 
 from helpers.backends.languages import CODES as LANGUAGE_CODES
 from helpers.method.checks import positive_int
-from helpers.method.compiled import COMPILE_MODES
+from helpers.method.compiler import COMPILE_MODES
 from helpers.method.drafters import DRAFTER_KINDS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -146,7 +146,7 @@ class RunParams:
     latency_warmup: int = 20
     latency_frames: int = 200               # whole frames timed AR vs speculative (recorded evaluation frames)
     coreml_tree_size: int = 16
-    # compiled calls beside the eager ones in notebook 06 (helpers.method.compiled): none (skip: compiling costs
+    # compiled calls beside the eager ones in notebook 06 (helpers.method.decoding, helpers.method.compiler): none (skip: compiling costs
     # about a minute per decoder on a CPU), inductor (torch.compile, CPU or CUDA), cuda_graph (CUDA only)
     compile: str = "none"
     compile_tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 16])

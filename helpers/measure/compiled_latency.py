@@ -20,11 +20,11 @@ import torch
 
 from helpers.measure.latency import official_generate
 from helpers.measure.timing import device_sync, interleaved, time_calls
-from helpers.method.compiled import (ARCall, CompiledAR, CompiledSpeculative, RoundCall, StopDrafts, CallCompiler,
-                                     check_compile_mode)
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.compiler import CallCompiler, check_compile_mode
+from helpers.method.decoding import CompiledAR, CompiledSpeculative, SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import Drafter
 from helpers.method.fused import FusedCore, FusedStep
+from helpers.method.round import ARStep, Drafts, Round
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 from helpers.method.tree import SparseTree
@@ -161,17 +161,15 @@ def compiled_round_profile(predictor: CodePredictor, drafter: Drafter, trees: di
     def p50(fn, *args):
         return time_calls(lambda: fn(*args), device, warmup, iters).p50
 
-    ar = compiler(ARCall(FusedStep(core, None), sampler), state)
+    ar = compiler(ARStep(FusedStep(core, None), sampler), state)
     token = torch.zeros(1, 1, dtype=torch.long, device=device)
     out = {"ar_call_ms": p50(ar, token, k, v, t_in, u, codes), "trees": {}}
     for n, tree in trees.items():
-        step = FusedStep(core, tree, None)
-        step.use_views = False
+        step = FusedStep(core, tree, None, prenorm=drafter.prenorm)
         query = torch.randint(0, core.vocab, (1, step.q), generator=gen, device=device)
         verify = p50(compiler(step, state), query, k, v, t_in)
-        drafts = StopDrafts(core, drafter, tree.max_depth, max(tree.width))
-        full = p50(compiler(RoundCall(FusedStep(core, tree, None), drafts, sampler), state), query, k, v, t_in, u,
-                   codes)
+        drafts = Drafts(core, drafter, tree.max_depth, max(tree.width))
+        full = p50(compiler(Round(step, drafts, sampler), state), query, k, v, t_in, u, codes)
         out["trees"][n] = {"q": step.q, "verify_ms": verify, "round_ms": full, "verify_over_ar": verify - out[
             "ar_call_ms"], "round_over_verify": full - verify, "round_over_ar": full / out["ar_call_ms"]}
     out["compile_s"] = compiler.seconds

@@ -71,11 +71,11 @@ def deployed(talker: torch.nn.Module, drafter: Drafter | str, depth: int = 3, na
 def call_grid(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int, SparseTree], warmup: int = 10,
               rounds: int = 60, t: int = 1, seed: int = 0, compiled_sizes=()) -> dict:
     """p50 ms of the AR call and of each tree's fused call (reused-head or trained drafts fused), every deployment;
-    with `compiled_sizes`, also the calls compiled by inductor (`compiled.CallCompiler`) at q = 1 and those N, for
+    with `compiled_sizes`, also the calls compiled by inductor (`compiler.CallCompiler`) at q = 1 and those N, for
     the dense deployments (inductor lays out their weights itself), as "<name>+inductor" (compile time apart).
 
     -> {name: {"ar_ms", "by_n": {N: {"q", "call_ms", "overhead"}}[, "compile_s"]}} and "rounds", "warmup", "t"."""
-    from helpers.method.compiled import CallCompiler
+    from helpers.method.compiler import CallCompiler
 
     calls, compilers = {}, {}
     for name, (predictor, drafter) in systems.items():
@@ -116,14 +116,14 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
     """Whole frames of every deployment, interleaved: g [F, H_talker], c0 [F], u [F, 15] (any dtype; cast per system).
 
     Systems "official@<dtype>" (once per dtype), "ar@<deployment>", "spec<N>@<deployment>"; with `compiled_sizes`,
-    for the dense deployments also the compiled loops (`method.compiled`, inductor) "ar@<deployment>+inductor" and
+    for the dense deployments also the compiled loops (`method.decoding`, inductor) "ar@<deployment>+inductor" and
     "spec<N>@<deployment>+inductor" (compiled on a first frame, booked apart as "compile_s").
     -> {"frames", "systems": {name: {"frame_ms" (p50), "tokens_per_step"}}, "identical": {deployment: {"spec": {N:
         frames equal to its own AR frames}, "ar_vs_dense": its AR frames equal to its dtype's dense AR loop's}},
         "fastest_ar",
         "fastest_spec", "official": fastest official, "ratios": {"ar_over_official", "spec_over_ar",
         "spec_over_official"} (how many times faster)}"""
-    from helpers.method.compiled import CompiledAR, CompiledSpeculative
+    from helpers.method.decoding import CompiledAR, CompiledSpeculative
 
     decoders, compiled, compile_s = {}, {}, {}
     for name, (predictor, drafter) in systems.items():

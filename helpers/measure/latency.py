@@ -73,7 +73,7 @@ def call_sweep(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Spar
     ar = timed(FusedStep(core, None))
     rows = {}
     for n, tree in trees.items():
-        call = timed(FusedStep(core, tree, drafter))
+        call = timed(FusedStep(core, tree, None, prenorm=drafter.prenorm))       # the verify call
         rows[n] = {"q": tree.size + 1, "call": asdict(call), "overhead": call.p50 / ar.p50 - 1.0}
     return {"device": str(device), "cuda_graph": cuda_graph, "ar": asdict(ar), "trees": rows}
 

@@ -1,9 +1,16 @@
 """Decoding one frame's residual codes c1..c15 from (g, c0): autoregressive and speculative.
 
-Both decoders sample code position t with the frame's uniform u_t through the shared sampler, so for
-the same uniforms they return the same codes (DESIGN.md section 2); only the number of calls differs.
-Both run the fused call of `helpers.method.fused` (the AR loop at q = 1, the speculative decoder at q = N + 1),
-so a speed comparison between them compares the calls, not two implementations.
+Both decoders sample code position t with the frame's uniform u_t through the shared sampler, so for the same
+uniforms they return the same codes; only the number of calls differs. Both run the fused call of
+`helpers.method.fused` (the AR loop at q = 1, the speculative rounds at q = N + 1), so a speed comparison between
+them compares the calls, not two implementations.
+
+- `decode_frame_ar`: the reference AR loop (eager, any kernel, any batch).
+- `SpeculativeDecoder`: a prefill, then one `helpers.method.round.Round` per round; `compile` runs the very same
+  modules eagerly ("none"), compiled by inductor, or captured as CUDA graphs (`helpers.method.compiler`). The host
+  reads one integer a round (the next root position, to pick the next pruned tree's module).
+- `CompiledAR`: the AR loop over the same modules (`Prefill`, `ARStep`), which reads nothing until the frame ends;
+  `CompiledSpeculative`: `SpeculativeDecoder` compiled by default.
 """
 
 from __future__ import annotations
@@ -12,34 +19,29 @@ from dataclasses import dataclass, field
 
 import torch
 
-from helpers.method.predictor import CodePredictor, KVCache
-from helpers.method.drafters import Drafter
-from helpers.method.fused import FusedStep, fusable, make_plans, shared_core
 from helpers.method.clock import no_clock
+from helpers.method.compiler import CallCompiler
+from helpers.method.drafters import Drafter
+from helpers.method.fused import FusedCore, FusedStep, shared_core
+from helpers.method.predictor import CodePredictor
+from helpers.method.round import ARStep, Drafts, Prefill, Round, TreeIndex, check_device_drafter
 from helpers.method.sampling import SamplerConfig, sample, target_probs
 from helpers.method.tree import SparseTree
 
 
 @dataclass
 class FrameResult:
-    """codes [B, 15] (c1..c15); calls = model calls for the frame; accepted = drafts accepted per round.
-
-    `drafts`: (t, candidates [D, m]) per round with a tree, the table its nodes were picked from (kept as the
-    decoder's raw outputs, sliced when read)."""
+    """codes [B, 15] (c1..c15); calls = model calls for the frame; accepted = drafts accepted per round;
+    drafts: (t, candidates [D, m]) of each tree round, the table its nodes were picked from (eager decoders)."""
 
     codes: torch.Tensor
     calls: int
     accepted: list[int] = field(default_factory=list)
-    draft_sources: list[tuple] = field(default_factory=list, repr=False)   # (t, table, stop node or None, D, m)
+    drafts: list[tuple[int, torch.Tensor]] = field(default_factory=list, repr=False)
 
     @property
     def tokens_per_step(self) -> float:
         return self.codes.shape[-1] / self.calls
-
-    @property
-    def drafts(self) -> list[tuple[int, torch.Tensor]]:
-        return [(t, (table if node is None else table[0, node])[:depth, :width])
-                for t, table, node, depth, width in self.draft_sources]
 
 
 def _check_frame_inputs(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> None:
@@ -96,96 +98,151 @@ def decode_frame_ar(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor,
     return FrameResult(torch.stack(codes, dim=1), calls=predictor.num_codes)
 
 
+class FrameState:
+    """A decoder's buffers, passed to its modules by identity: KV caches k, v [L, 1, kv, S, d], the frame's uniforms
+    u [15] (float64) and codes [15] (long), on the model's device; the root position inputs ts[t] = [t]."""
+
+    def __init__(self, predictor: CodePredictor):
+        cache = predictor.new_cache(1)
+        self.k, self.v = cache.k, cache.v
+        device, n = predictor.device, predictor.num_codes
+        self.u = torch.zeros(n, dtype=torch.float64, device=device)
+        self.codes = torch.zeros(n, dtype=torch.long, device=device)
+        self.ts = [torch.tensor([t], device=device) for t in range(n + 1)]
+
+    @property
+    def buffers(self) -> list[torch.Tensor]:
+        return [self.k, self.v, self.u, self.codes]
+
+    def start(self, predictor: CodePredictor, g, c0, u) -> None:
+        _check_frame_inputs(predictor, g, c0, u)
+        if g.shape[0] != 1:
+            raise ValueError(f"the speculative and compiled decoders decode one stream at a time, got batch "
+                             f"{g.shape[0]}")
+        self.u.copy_(u[0])
+
+
+def dense_only(predictor: CodePredictor) -> None:
+    """Compiled calls gather their rows by index (and inductor lays weights out itself): the dense layout only."""
+    if predictor.kernel != "dense":
+        raise ValueError(f"compiled decoders take a predictor with kernel 'dense' (the compiler lays its weights out), "
+                         f"this one has {predictor.kernel!r}: pass predictor.with_kernel('dense')")
+
+
 class SpeculativeDecoder:
-    """Draft with `drafter`, verify the whole `tree` in one fused call per round, walk it with the shared sampler.
+    """Draft with `drafter`, verify the whole `tree` in one call per round, walk it with the shared sampler.
 
-    The fused call also returns the next round's drafts from every node (for the built-in drafters;
-    others draft on the host from the stop node's hidden state, r before the final norm for a `prenorm` drafter),
-    so a round on the host is: pick the
-    stop node's drafts, one call, sample every token at once, walk, commit the accepted path's KV.
-    """
+    decode_frame(g [1, H], c0 [1], u [1, 15]) -> FrameResult: the AR codes for the same uniforms. One `Round` per
+    distinct pruned tree (the tree pruned at depth 14 - t for a root at c_t; the plain `ARStep` at t = 14).
+    compile: "none" (eager: any kernel, any drafter), "inductor" or "cuda_graph" (kernel 'dense', drafters that
+    draft with heads); torch_backend: torch.compile's backend (tests: "aot_eager")."""
 
-    def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig):
+    def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig,
+                 compile: str = "none", torch_backend: str | None = None):
         check_tree(predictor, drafter, tree)
-        self.predictor, self.drafter, self.tree, self.sampler = predictor, drafter, tree, sampler
-        self.core = shared_core(predictor, max_depth=max(tree.max_depth, 1))
-        self.plans = make_plans(self.core, tree, drafter, prenorm=drafter.prenorm)    # h, or r for prenorm drafters
-        self.fused_drafts = fusable(drafter)
-        self._cache: KVCache | None = None
+        self.compiler = CallCompiler(compile, predictor.device, torch_backend)
+        if compile != "none":
+            dense_only(predictor)
+            check_device_drafter(drafter)
+        self.predictor, self.drafter, self.tree, self.sampler, self.compile = predictor, drafter, tree, sampler, compile
+        depth = max(tree.max_depth, 1)
+        self.core = shared_core(predictor, depth) if compile == "none" else FusedCore(predictor, max_depth=depth)
+        self.state = FrameState(predictor)
+        n, buffers = predictor.num_codes, self.state.buffers
+        built: dict[SparseTree | None, tuple] = {}
+        self.rounds, self.calls, self.q = {}, {}, {}       # per root t: the module (Round / ARStep), its call, q
+        for t in range(1, n):
+            sub = tree.pruned(n - 1 - t)
+            if sub not in built:
+                if sub is None:
+                    module = ARStep(FusedStep(self.core, None), sampler)
+                else:
+                    module = Round(FusedStep(self.core, sub, None, prenorm=drafter.prenorm),
+                                   Drafts(self.core, drafter, sub.max_depth, max(sub.width)), sampler)
+                built[sub] = (module, self.compiler(module, buffers))
+            self.rounds[t], self.calls[t] = built[sub]
+            self.q[t] = 1 if sub is None else sub.size + 1
+        first = self.rounds[1]
+        self.prefill = self.compiler(Prefill(self.core, sampler, first.drafts, first.index), buffers)
 
     @property
     def step(self) -> FusedStep:
-        """The fused call for the whole tree (what a device runs every round; exported by coreml_export)."""
-        return self.plans[1].step
+        """The verify call for the whole tree (what a device runs every round)."""
+        return self.rounds[1].step
 
-    def _frame_cache(self) -> KVCache:
-        p = self.predictor
-        cache = self._cache
-        if cache is None or cache.k.dtype != p.dtype or cache.k.device != p.device:
-            cache = self._cache = p.new_cache(1)
-        cache.length = 0                      # stale entries stay finite and are masked until overwritten
-        return cache
+    @property
+    def compile_seconds(self) -> float:
+        return self.compiler.seconds
 
     @torch.no_grad()
     def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, clock=no_clock) -> FrameResult:
         """Speculative c1..c15 for one frame. g [1, H], c0 [1], u [1, 15] -> FrameResult.
 
-        clock: a `helpers.measure.profile.PhaseClock` to tell where each phase of a round ends (profiling)."""
-        p, n = self.predictor, self.predictor.num_codes
-        _check_frame_inputs(p, g, c0, u)
-        if g.shape[0] != 1:
-            raise ValueError(f"the speculative decoder decodes one stream at a time, got batch {g.shape[0]}")
+        clock: a `helpers.measure.profile.PhaseClock` told where each phase of a round ends (eager; a compiled
+        call is one phase, "call")."""
+        p, s, n = self.predictor, self.state, self.predictor.num_codes
         self.core.refresh()
-        cache = self._frame_cache()
-        ck, cv = cache.k, cache.v
-        u = u[0]
-        logits, k, v, h = self.core.prefill(g, c0, ck, cv, prenorm=self.drafter.prenorm)   # h_1 (r_1: prenorm)
-        ck[:, :, :, :2] = k
-        cv[:, :, :, :2] = v
-        length = 2
-        root = sample(target_probs(logits, self.sampler), u[:1])                      # c_1, [1]
-        codes = root.tolist()
-        calls, accepted, sources = 1, [], []
-        table, node = None, None         # the drafts [D, m] (or every node's, [1, q, D, m], and the stop node)
-        if self.fused_drafts:            # round 1's drafts from h_1; later rounds' come out of the call
-            table = self.plans[1].step.first_drafts(h)[0]
+        s.start(p, g, c0, u)
+        eager = self.compile == "none"
+        phases = {"clock": clock} if eager else {}
+        query, cand = self.prefill(g, c0, s.k, s.v, s.u, s.codes, **phases)                 # [1, q(t = 1)], [D, m]
         clock("prefill")
-        t = 1
+        t, calls, accepted, drafts = 1, 1, [], []
         while t < n:
-            plan = self.plans[t]
-            if plan.tree is None:
-                query = root[None]
+            q = query[:, :self.q[t]]
+            if self.q[t] > 1:
+                if eager:
+                    index = self.rounds[t].index
+                    drafts.append((t, cand[:index.depth_max, :index.width]))
+                query, t_new, cand = self.calls[t](q, s.k, s.v, s.ts[t], s.u, s.codes, **phases)
+                t_next = int(t_new)                                              # the one host read per round
             else:
-                if not self.fused_drafts:
-                    table = self.drafter.draft_logits(h, t, plan.draft_depth)[0].topk(plan.draft_width, dim=-1).indices
-                sources.append((t, table, node, plan.draft_depth, plan.draft_width))
-                cand = table if node is None else table[0, node]                              # [D, m]
-                query = torch.cat((root, cand[plan.node_depth, plan.node_rank]))[None]
-            clock("query")
-            out = plan.step.call_at(query, ck, cv, t, clock)
-            clock("heads")
-            calls += 1
-            ys_t = sample(target_probs(out[0][0], self.sampler), u.index_select(0, plan.u_index))   # [q]
-            clock("sample")
-            node, path, taken = plan.walk(ys_t.tolist(), query[0].tolist())
-            clock("walk")
-            codes += taken
-            accepted.append(len(taken) - 1)
-            t = plan.out_pos[node]
-            if t < n:                                                # commit the root and the accepted path
-                m = len(taken)
-                if plan.prefix[node]:
-                    ck[:, :, :, length:length + m] = out[1][:, :, :, :m]
-                    cv[:, :, :, length:length + m] = out[2][:, :, :, :m]
-                else:
-                    ck[:, :, :, length:length + m] = out[1].index_select(3, path)
-                    cv[:, :, :, length:length + m] = out[2].index_select(3, path)
-                length += m
-                root = ys_t[node:node + 1]
-                if plan.tree is not None:
-                    if self.fused_drafts:
-                        table = out[3]                                   # [1, q, D, m]: the stop node's row next
-                    else:
-                        h, node = out[3][:, node], None
-            clock("commit")
-        return FrameResult(torch.tensor([codes], device=p.device), calls, accepted, sources)
+                query = self.calls[t](q, s.k, s.v, s.ts[t], s.u, s.codes, **phases)
+                t_next = t + 1
+            if not eager:
+                clock("call")
+            accepted.append(t_next - t - 1)
+            t, calls = t_next, calls + 1
+        return FrameResult(s.codes.clone()[None], calls, accepted, drafts)
+
+
+class CompiledSpeculative(SpeculativeDecoder):
+    """`SpeculativeDecoder` compiled by inductor unless told otherwise."""
+
+    def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig,
+                 compile: str = "inductor", torch_backend: str | None = None):
+        super().__init__(predictor, drafter, tree, sampler, compile, torch_backend)
+
+
+class CompiledAR:
+    """The AR loop over the round's modules (`Prefill`, then `ARStep` at t = 1..14): decode_frame(g [1, H], c0 [1],
+    u [1, 15]) -> FrameResult (15 calls); the host reads nothing until the frame ends.
+
+    compile: "none" | "inductor" | "cuda_graph"; compile_seconds: time of the first calls (compile / capture)."""
+
+    def __init__(self, predictor: CodePredictor, sampler: SamplerConfig, compile: str = "inductor",
+                 torch_backend: str | None = None):
+        self.predictor, self.sampler = predictor, sampler
+        dense_only(predictor)
+        self.compiler = CallCompiler(compile, predictor.device, torch_backend)
+        self.core = FusedCore(predictor, max_depth=0)
+        self.state = FrameState(predictor)
+        buffers = self.state.buffers
+        self.prefill = self.compiler(Prefill(self.core, sampler), buffers)
+        self.call = self.compiler(ARStep(FusedStep(self.core, None), sampler), buffers)
+
+    @property
+    def compile_seconds(self) -> float:
+        return self.compiler.seconds
+
+    @torch.no_grad()
+    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, clock=no_clock) -> FrameResult:
+        p, s = self.predictor, self.state
+        self.core.refresh()
+        s.start(p, g, c0, u)
+        token = self.prefill(g, c0, s.k, s.v, s.u, s.codes)
+        clock("prefill")
+        for t in range(1, p.num_codes):
+            token = self.call(token, s.k, s.v, s.ts[t], s.u, s.codes)
+            clock("call")
+        return FrameResult(s.codes.clone()[None], calls=p.num_codes)

@@ -26,6 +26,11 @@ from helpers.method.predictor import CodePredictor, rms_norm
 from helpers.method.sampling import SamplerConfig, target_probs
 
 
+def _position(t, device: torch.device) -> torch.Tensor:
+    """A code position as a [1] tensor: a tensor t as it is (traced, compiled: never a constant), an int on `device`."""
+    return t.reshape(1) if isinstance(t, torch.Tensor) else torch.tensor([t], device=device)
+
+
 class Drafter(nn.Module):
     """Base: drafts by the code predictor's own heads, offset by `offsets` [K, H] (zeros here)."""
 
@@ -56,6 +61,17 @@ class Drafter(nn.Module):
         """Weight [V, H] that maps h_t to the draft logits of c_{t+j}."""
         return self._heads[t + j - 1].detach()
 
+    def draft_weights(self, t, depth: int, heads: torch.Tensor | None = None) -> torch.Tensor:
+        """The weights [depth, H, V] (x @ W) that map h_t to the draft logits of c_{t+1..t+depth}.
+
+        heads None: t a host int, read from the frozen heads (`head_weight`). heads: the code predictor's heads stacked
+        [P, H, V] (row i produces c_{i+1}: `FusedCore.heads`), t an int or a [1] tensor on their device, gathered
+        without a host read (a compiled round); rows past c15 are clamped (drafts the round's pruned tree never reads)."""
+        if heads is None:
+            return torch.stack([self.head_weight(t, j).t() for j in range(1, depth + 1)])
+        rows = _position(t, heads.device) + torch.arange(depth, device=heads.device)
+        return heads.index_select(0, rows.clamp(max=self.num_codes - 1))
+
     def draft_input(self, h: torch.Tensor, j: int) -> torch.Tensor:
         """What head H_{t+j} reads: h [n, H] (+ b_j), or norm(r + b_j) for a `prenorm` drafter (h is then r)."""
         b = self.offsets
@@ -65,14 +81,17 @@ class Drafter(nn.Module):
             x = rms_norm(x, weight.detach().to(h.dtype), eps)
         return x
 
-    def draft_logits(self, h: torch.Tensor, t: int, depth: int | None = None) -> torch.Tensor:
-        """Draft logits from h_t (r_t if `prenorm`), in h's dtype. h [n, H] -> [n, depth, V] for c_{t+1..t+depth}
-        (depth <= K, t + depth <= 15)."""
+    def draft_logits(self, h: torch.Tensor, t, depth: int | None = None,
+                     heads: torch.Tensor | None = None) -> torch.Tensor:
+        """Draft logits from h_t (r_t if `prenorm`), in h's dtype: the one drafting function (training, calibration,
+        every round). h [n, H] -> [n, depth, V] for c_{t+1..t+depth} (depth <= K, t + depth <= 15).
+
+        t: a host int, or with `heads` (see `draft_weights`) a [1] tensor on the device."""
         depth = self.depth if depth is None else depth
-        if t + depth > self.num_codes:
+        if heads is None and t + depth > self.num_codes:
             raise ValueError(f"cannot draft {depth} codes after c_{t}: the frame ends at c_{self.num_codes}")
-        return torch.stack([F.linear(self.draft_input(h, j), self.head_weight(t, j).to(h.dtype))
-                            for j in range(1, depth + 1)], dim=1)
+        x = torch.stack([self.draft_input(h, j) for j in range(1, depth + 1)])          # [depth, n, H]
+        return torch.matmul(x, self.draft_weights(t, depth, heads).to(h.dtype)).transpose(0, 1)
 
     def head_stack(self) -> torch.Tensor:
         """The weights `head_weight(t, j)` of every (t, j) at once, [15, K, V, H] (H_15 where t + j > 15: a slot no
@@ -170,6 +189,14 @@ class MedusaHeads(Drafter):
 
     def head_weight(self, t: int, j: int) -> torch.Tensor:
         return self.heads[t - 1, j - 1]
+
+    def draft_weights(self, t, depth: int, heads: torch.Tensor | None = None) -> torch.Tensor:
+        """The heads of start position t, depths 1..depth, as [depth, H, V] (`Drafter.draft_weights`; `heads` only
+        says that t may be a [1] tensor, read without a host read)."""
+        if heads is None:
+            return self.heads[t - 1, :depth].transpose(-1, -2)
+        start = _position(t, self.heads.device) - 1
+        return self.heads.index_select(0, start.clamp(max=self.num_codes - 1))[0, :depth].transpose(-1, -2)
 
     def head_stack(self) -> torch.Tensor:
         """The trained heads themselves (indexing one head at a time would fill a gradient of all 15 K heads per

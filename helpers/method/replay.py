@@ -13,7 +13,7 @@ is counted as mismatched.
 Where the inner loop is exact the calls need no decoding at all (`walk_calls`): every sample the decoder
 draws on the accepted path is the recorded code, so a round rooted at c_t accepts the longest path of its
 tree whose drafts (from the teacher-forced h_t) are the recorded c_{t+1}, c_{t+2}, ... One teacher-forced
-pass over all frames and the decoder's own walk (`FusedPlan.walk`) per round give the same calls as
+pass over all frames and the rounds' own walk (`helpers.method.round.accept`, every frame at once) give the same calls as
 `replay_calls`, frame for frame, at a small fraction of its cost (the evaluation stage checks the two
 against each other and against the full synthesis).
 """
@@ -26,6 +26,7 @@ from itertools import islice
 import torch
 
 from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.round import accept
 from helpers.method.sampling import frame_uniforms
 
 
@@ -80,8 +81,9 @@ def replay_calls(decoder: SpeculativeDecoder, runs: list, seeds: list[int], stri
 @torch.no_grad()
 def walk_calls(decoder: SpeculativeDecoder, runs: list, states: torch.Tensor | None = None) -> Replay:
     """Model calls per frame of each run (a `Synthesis`: codes [T, 16], g [T, H_talker]) for a decoder that emits
-    the recorded codes (an exact inner loop): the decoder's plans walked over the recorded codes with drafts from the
-    teacher-forced states, one pass for all frames. Nothing is decoded, so `mismatched` is 0 by construction.
+    the recorded codes (an exact inner loop): each root position's round walked (`accept`) over the recorded codes
+    for every frame at once, with drafts from the teacher-forced states. Nothing is decoded, so `mismatched` is 0 by
+    construction.
 
     states: the runs' teacher-forced h [F, 15, H] (r for a prenorm drafter; `teacher_forced_states`), where the
     caller has them: the pass is most of the cost, and one serves every decoder on the same predictor."""
@@ -91,19 +93,23 @@ def walk_calls(decoder: SpeculativeDecoder, runs: list, states: torch.Tensor | N
         states = teacher_forced_states(p, runs)[d.prenorm]
     if states.shape[:2] != (codes.shape[0], p.num_codes):
         raise ValueError(f"states must be [{codes.shape[0]}, {p.num_codes}, H] for these runs, got {tuple(states.shape)}")
-    tokens, ys = {}, {}                                      # per root t: each frame's query tokens and draws
-    for t, plan in decoder.plans.items():
-        if plan.tree is not None:
-            cand = d.draft_logits(states[:, t - 1], t, plan.draft_depth).topk(plan.draft_width, dim=-1).indices
-            tokens[t] = torch.cat((codes[:, t:t + 1], cand[:, plan.node_depth, plan.node_rank]), dim=1).tolist()
-        ys[t] = codes[:, plan.out_pos].tolist()               # the recorded code each query token's sample draws
-    n, per_frame = p.num_codes, []
+    n = p.num_codes
+    next_t = {}                                              # per root t: each frame's next root after its round
+    for t, module in decoder.rounds.items():
+        if decoder.q[t] == 1:
+            next_t[t] = torch.full((codes.shape[0],), t + 1, device=codes.device)
+            continue
+        ix = module.index
+        cand = d.draft_logits(states[:, t - 1], t, ix.depth_max).topk(ix.width, dim=-1).indices   # [F, D, m]
+        tokens = torch.cat((codes[:, t:t + 1], cand[:, ix.node_depth, ix.node_rank]), dim=1)      # [F, q]
+        ys = codes.index_select(1, t + 1 + ix.depth)              # [F, q]: the recorded code each token's sample draws
+        next_t[t] = t + 1 + ix.depth.index_select(0, accept(tokens, ys, ix))
+    next_t = {t: v.tolist() for t, v in next_t.items()}
+    per_frame = []
     for f in range(codes.shape[0]):
         t, calls = 1, 1                                         # the prefill call samples c_1
         while t < n:
-            plan = decoder.plans[t]
-            node = 0 if plan.tree is None else plan.walk(ys[t][f], tokens[t][f])[0]
-            t, calls = plan.out_pos[node], calls + 1
+            t, calls = next_t[t][f], calls + 1
         per_frame.append(calls)
     frames = iter(per_frame)
     return Replay([list(islice(frames, r.codes.shape[0])) for r in runs], 0, len(per_frame))

@@ -1,10 +1,10 @@
 """What one speculative round of a decoded frame looked like: its query, mask, positions and accepted path.
 
 `round_records(decoder, result)` rebuilds every tree round of a `FrameResult` from what the decoder recorded (the
-drafts of each round, the committed codes) and the decoder's own plans: the query tokens are the plan's
-`cand[node_depth, node_rank]` behind the root, the mask and the RoPE positions are the fused call's own buffers
-(`FusedStep.visible[t]`, `FusedStep.position[t]`), and the accepted path is the plan's `walk` over the committed
-codes. It raises if the walk does not reproduce the committed codes, so a record is the round that ran.
+drafts of each round, the committed codes) and the decoder's own rounds: the query tokens are the round's
+`cand[node_depth, node_rank]` behind the root, the mask and the RoPE positions are the verify call's own buffers
+(`FusedStep.visible[t]`, `FusedStep.position[t]`), and the accepted path is the round's own walk (`accept`) over the
+committed codes. It raises if the walk does not reproduce the committed codes, so a record is the round that ran.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from helpers.method.decoding import FrameResult, SpeculativeDecoder
+from helpers.method.round import accept
 
 
 @dataclass
@@ -45,25 +46,26 @@ class RoundRecord:
 
 
 def round_records(decoder: SpeculativeDecoder, result: FrameResult) -> list[RoundRecord]:
-    """Every tree round of `result` (a frame `decoder.decode_frame` returned, batch 1), in order."""
+    """Every tree round of `result` (a frame `decoder.decode_frame` returned, batch 1, eager), in order."""
     codes = result.codes[0].tolist()                       # c1..c15
     records = []
     for i, (t, cand) in enumerate(result.drafts):
-        plan = decoder.plans[t]
-        if plan.tree is None:
-            raise ValueError(f"round {i} at t={t} has drafts but its plan has no tree")
-        cand = cand.to(plan.node_depth.device)
-        tokens = [codes[t - 1]] + cand[plan.node_depth, plan.node_rank].tolist()
+        module = decoder.rounds[t]
+        ix = module.index
+        cand = cand.to(ix.node_depth.device)
+        tokens = [codes[t - 1]] + cand[ix.node_depth, ix.node_rank].tolist()
         committed = codes[t:t + result.accepted[i] + 1]
-        depth = plan.tree.depth_list
+        depth = ix.tree.depth_list
         ys = [committed[d] if d < len(committed) else -1 for d in depth]   # each node's draw, where it is known
-        node, path, taken = plan.walk(ys, tokens)
+        stop = accept(torch.tensor([tokens], device=ix.depth.device), torch.tensor([ys], device=ix.depth.device), ix)
+        path = ix.paths[int(stop)][:depth[int(stop)] + 1].tolist()
+        taken = [ys[j] for j in path]
         if taken != committed:
             raise AssertionError(f"round {i} (t={t}): the walk over the recorded codes commits {taken}, "
                                  f"the decoder committed {committed}")
-        step = plan.step
+        step = module.step
         records.append(RoundRecord(
-            t=t, tokens=tokens, paths=[()] + list(plan.tree.paths), depth=depth,
+            t=t, tokens=tokens, paths=[()] + list(ix.tree.paths), depth=depth,
             positions=step.position[t].tolist(), visible=step.visible[t], cache_length=t + 1,
-            drafts=cand.tolist(), accepted_path=path.tolist(), committed=committed))
+            drafts=cand.tolist(), accepted_path=path, committed=committed))
     return records

@@ -2,12 +2,12 @@
 everything printed, and the numbers behind the losslessness argument.
 
 `toy_walkthrough` recomputes every round of `SpeculativeDecoder.decode_frame` with the reference
-`CodePredictor.forward_query` over the round's tree query, using the decoder's own plans (trees, uniform columns,
-`FusedPlan.walk`), and raises unless its codes, accepted counts and drafts equal the decoder's and its codes equal
+`CodePredictor.forward_query` over the round's tree query, using the decoder's own rounds (trees, and their walk
+`helpers.method.round.accept`), and raises unless its codes, accepted counts and drafts equal the decoder's and its codes equal
 `decode_frame_ar`'s. It recomputes on purpose, for two reasons: a student reads each node's full target p, CDF
 and draw, which the decoder's fused call never materialises on the host (it samples every node at once); and a
 second, readable stack reaching the decoder's codes is the notebook's proof, not a replay of the decoder's own
-numbers. The walk itself is not written again: it is the plan's. Everything is returned as plain lists and dicts.
+numbers. The walk itself is not written again: it is the round's. Everything is returned as plain lists and dicts.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import make_drafter
 from helpers.method.predictor import CodePredictor
+from helpers.method.round import accept
 from helpers.method.sampling import SamplerConfig, frame_uniforms, sample, target_probs
 from helpers.method.tree import SparseTree
 
@@ -66,31 +67,37 @@ def toy_walkthrough(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tens
     out = {"u": uu, "c1": _draw(p1, uu[0], root), "rounds": []}
     codes, accepted, drafts, t = [root], [], [], 1
     while t < n:
-        plan = decoder.plans[t]
-        tree = plan.tree
-        if tree is None:
+        module = decoder.rounds[t]
+        ix = getattr(module, "index", None)                  # a Round's tree tables; None for the plain last call
+        if ix is None:
             cand, tokens, depth, mask = None, [root], [0], torch.ones(1, 1, dtype=torch.bool, device=p.device)
         else:
-            cand = drafter.draft_logits(h, t, plan.draft_depth)[0].topk(plan.draft_width, dim=-1).indices   # [D, m]
+            cand = drafter.draft_logits(h, t, ix.depth_max)[0].topk(ix.width, dim=-1).indices   # [D, m]
             drafts.append((t, cand.tolist()))
-            tokens = [root] + cand[plan.node_depth, plan.node_rank].tolist()
-            depth, mask = tree.depth_list, tree.mask
+            tokens = [root] + cand[ix.node_depth, ix.node_rank].tolist()
+            depth, mask = ix.tree.depth_list, ix.tree.mask
+        children = ([sorted(c.values()) for c in ix.tree.children] if ix is not None else [[]])
+        out_pos = [t + d + 1 for d in depth]
         query = torch.tensor([tokens], device=p.device)
         x = p.embed(query, [t + d for d in depth])
         hidden, k, v = p.forward_query(cache, x, mask, torch.tensor(depth, device=p.device), prenorm=pre)
-        probs = target_probs(p.logits(p.final_norm(hidden) if pre else hidden, plan.out_pos)[0], sampler)   # [q, V]
-        cols = plan.u_index.tolist()
-        ys = sample(probs, u[0].index_select(0, plan.u_index.to(u.device)).to(probs.device)).tolist()
-        node, path, taken = plan.walk(ys, tokens)
-        path = path.tolist()
-        nodes = [{"index": i, "path": "root" if i == 0 else str(tree.paths[i - 1]), "fed": f"c{t + depth[i]}",
-                  "token": tokens[i], "predicts": f"c{plan.out_pos[i]}", "u column": f"u{cols[i] + 1}",
-                  "children": plan.children[i], "on path": i in path, **_draw(probs[i], uu[cols[i]], ys[i])}
+        probs = target_probs(p.logits(p.final_norm(hidden) if pre else hidden, out_pos)[0], sampler)   # [q, V]
+        cols = [t + d for d in depth]                                                 # the uniform of c_{t+d+1}
+        ys = sample(probs, u[0, cols].to(probs.device)).tolist()
+        if ix is None:
+            node, path = 0, [0]
+        else:                                                                          # the round's own walk
+            node = int(accept(query, torch.tensor([ys], device=p.device), ix))
+            path = ix.paths[node][:depth[node] + 1].tolist()
+        taken = [ys[i] for i in path]
+        nodes = [{"index": i, "path": "root" if i == 0 else str(ix.tree.paths[i - 1]), "fed": f"c{t + depth[i]}",
+                  "token": tokens[i], "predicts": f"c{out_pos[i]}", "u column": f"u{cols[i] + 1}",
+                  "children": children[i], "on path": i in path, **_draw(probs[i], uu[cols[i]], ys[i])}
                  for i in range(len(tokens))]
         walk = []
         for i in path:
-            kids = {tokens[c]: c for c in plan.children[i]}
-            if len(kids) != len(plan.children[i]):
+            kids = {tokens[c]: c for c in children[i]}
+            if len(kids) != len(children[i]):
                 raise RuntimeError(f"siblings under query index {i} carry equal tokens: {tokens}")
             walk.append({"at": i, "sample": ys[i], "children tokens": sorted(kids),
                          "descend to": kids.get(ys[i], "stop")})
@@ -99,7 +106,7 @@ def toy_walkthrough(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tens
                "emitted": {f"c{t + 1 + j}": c for j, c in enumerate(taken)}}
         codes += taken
         accepted.append(len(taken) - 1)
-        t = plan.out_pos[node]
+        t = out_pos[node]
         if t < n:
             index = torch.tensor(path, device=p.device)
             cache.commit(k.index_select(3, index), v.index_select(3, index))
@@ -107,7 +114,7 @@ def toy_walkthrough(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tens
                                 for j, i in enumerate(path)}
             root, h = ys[node], hidden[:, node]
             rnd["next drafts from"] = (f"h_{t} at query index {node} (path {nodes[node]['path']})"
-                                       if decoder.plans[t].tree is not None else
+                                       if decoder.q[t] > 1 else
                                        f"none: c{t + 1} is the frame's last code, one plain call")
         out["rounds"].append(rnd)
     spec = decoder.decode_frame(g, c0, u)

@@ -1,5 +1,5 @@
 """How a call module runs: the compile modes, torch.compile (inductor) and CUDA-graph capture (see
-`helpers.method.compiled`)."""
+`helpers.method.decoding`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,188 @@
+"""One speculative round, written once: draft, verify, accept, commit.
+
+A round is rooted at code position t: its root token is c_t, the code just sampled. With the frame's KV cache holding
+[g, c0, .., c_{t-1}] (t + 1 slots) it runs four phases, every one on the device:
+
+    draft   the stop node's state h_s -> top-m candidates [D, m] for c_{s+1..s+D} (`Drafter.draft_logits`, the one
+            drafting function), packed behind the root into the next query [1, q] (`TreeIndex.query`)
+    verify  one call over the packed tree (`FusedStep`): target logits [1, q, V], the query's keys/values and states
+    accept  every query token sampled at once with its own position's uniform (a depth-d token's output is
+            c_{t+d+1}, drawn with u[t + d]); a node is accepted when it and every ancestor carry their parent's
+            sample; the stop node is the deepest accepted one (`accept`)
+    commit  the codes c_{t+1}.. of the root and the accepted path, and their keys/values, written at fixed
+            offsets (`commit_kv`, `index_copy_`): entries past the stop node land in slots the next round
+            overwrites before any query sees them, so nothing has a data-dependent shape
+
+Each position is sampled exactly once, from its exact conditional, with its own uniform: the codes equal the AR
+decoder's for the same uniforms (`decode_frame_ar`), however many drafts a round accepts.
+
+`Round` is the module of one (pruned) tree: the same code runs eagerly (`SpeculativeDecoder`), compiled by
+inductor, and captured as a CUDA graph (`helpers.method.compiled`). `Prefill` opens a frame (slots 0-1, c1, round
+1's query); `ARStep` is the plain call that ends it (root c_14, no tree). The batched `accept` also replays
+recorded frames (`helpers.method.replay`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from helpers.method.drafters import Drafter
+from helpers.method.fused import FusedCore, FusedStep, fusable
+from helpers.method.sampling import SamplerConfig, sample, target_probs
+from helpers.method.tree import SparseTree
+
+
+def _mark(clock, phase: str) -> None:
+    if clock is not None:
+        clock(phase)
+
+
+class TreeIndex(nn.Module):
+    """A tree's query-indexed tables for the device (buffers; q = N + 1, root first, D = depth, m = width):
+    depth [q], parent [q] (the root: itself), ancestors [q, q] (self included), paths [q, D + 1] (root .. node,
+    padded with the node), steps [D + 1] = 0..D, node_depth / node_rank [N] (row and column of each node's draft)."""
+
+    def __init__(self, tree: SparseTree, device: torch.device):
+        super().__init__()
+        self.tree, self.q, self.depth_max, self.width = tree, tree.size + 1, tree.max_depth, max(tree.width)
+        D = tree.max_depth
+        parent = tree.parent.clone()
+        parent[0] = 0
+        paths = [p + [p[-1]] * (D + 1 - len(p)) for p in tree.ancestor_paths]
+        for name, value in (("depth", tree.depth), ("parent", parent), ("ancestors", tree.mask),
+                            ("paths", torch.tensor(paths)), ("steps", torch.arange(D + 1)),
+                            ("node_depth", tree.depth[1:] - 1), ("node_rank", tree.rank[1:])):
+            self.register_buffer(name, value.to(device), persistent=False)
+
+    def query(self, root: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
+        """root [1] (c_t), candidates [D', m'] (D' >= D, m' >= m) -> the round's query [1, q]."""
+        return torch.cat((root, cand[self.node_depth, self.node_rank]))[None]
+
+
+def accept(tokens: torch.Tensor, ys: torch.Tensor, index: TreeIndex) -> torch.Tensor:
+    """The walk, for B queries at once: tokens, ys [B, q] (each token's sample) -> stop node [B] (query index).
+
+    A node is accepted when its token equals its parent's sample and so is every ancestor's; siblings carry
+    distinct tokens, so at most one node per depth is accepted and the deepest is unique."""
+    ok = tokens == ys.index_select(1, index.parent)                        # [B, q]: token == the parent's sample
+    ok[:, 0] = True                                                         # the root: already committed
+    accepted = ~(index.ancestors[None] & ~ok[:, None, :]).any(-1)           # [B, q]: it and every ancestor
+    return torch.argmax(accepted.long() * index.depth, dim=-1)             # deepest accepted (root at depth 0)
+
+
+def commit_kv(k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor, k_new: torch.Tensor,
+              v_new: torch.Tensor) -> None:
+    """Write keys/values k_new, v_new [L, 1, kv, n, d] into cache slots [n] of k, v [L, 1, kv, S, d], in place."""
+    k.index_copy_(3, slots, k_new)
+    v.index_copy_(3, slots, v_new)
+
+
+class Drafts(nn.Module):
+    """The draft phase: one state [1, H] at code position s [1] -> top-m candidates [D, m] for c_{s+1..s+D}.
+    A fusable drafter drafts on the device from the core's stacked heads; another at a host int s (eager only)."""
+
+    def __init__(self, core: FusedCore, drafter: Drafter, depth: int, width: int):
+        super().__init__()
+        self.core, self.drafter, self.depth, self.width = core, drafter, depth, width
+        self.on_device = fusable(drafter)
+
+    def forward(self, state: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        if self.on_device:
+            return self.drafter.draft_logits(state, s, self.depth, self.core.heads)[0].topk(self.width, dim=-1).indices
+        s = int(s)
+        depth = min(self.depth, self.core.num_codes - s)
+        cand = torch.zeros(self.depth, self.width, dtype=torch.long, device=state.device)   # rows past c15: unread
+        if depth > 0:
+            cand[:depth] = self.drafter.draft_logits(state, s, depth)[0].topk(self.width, dim=-1).indices
+        return cand
+
+
+def check_device_drafter(drafter: Drafter) -> None:
+    """A clear error for a drafter that drafts only at a host int (a compiled or captured round drafts on the device)."""
+    if not fusable(drafter):
+        raise ValueError(f"compiled rounds draft with heads (+ offsets): drafter {type(drafter).__name__} drafts on "
+                         f"the host; allowed: ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads")
+
+
+class Prefill(nn.Module):
+    """Open a frame: [g, E0(c0)] into slots 0-1, c1 sampled with u[0] into codes[0]; with `drafts`, round 1's query.
+
+    forward(g [1, Ht], c0 [1], k, v, u [15], codes [15]) -> (query [1, q], candidates [D, m]); without drafts, c1
+    alone [1, 1] (the AR loop's first token)."""
+
+    def __init__(self, core: FusedCore, sampler: SamplerConfig, drafts: Drafts | None = None,
+                 index: TreeIndex | None = None):
+        super().__init__()
+        self.core, self.sampler, self.drafts, self.index = core, sampler, drafts, index
+        device = core.heads.device
+        self.register_buffer("slots", torch.arange(2, device=device), persistent=False)
+        self.register_buffer("one", torch.ones(1, dtype=torch.long, device=device), persistent=False)
+
+    def forward(self, g, c0, k, v, u, codes, clock=None):
+        prenorm = self.drafts is not None and self.drafts.drafter.prenorm
+        logits, k_new, v_new, state = self.core.prefill(g, c0, k, v, prenorm)          # state: h_1, or r_1
+        commit_kv(k, v, self.slots, k_new, v_new)
+        c1 = sample(target_probs(logits, self.sampler), u[:1])                           # [1]
+        codes[:1] = c1
+        if self.drafts is None:
+            return c1[:, None]
+        cand = self.drafts(state, self.one)
+        return self.index.query(c1, cand), cand
+
+
+class ARStep(nn.Module):
+    """The plain call at root position t: c_t in, KV slot t + 1 written, c_{t+1} sampled with u[t] into codes[t].
+
+    forward(token [1, 1], k, v, t [1], u [15], codes [15]) -> c_{t+1} [1, 1]."""
+
+    def __init__(self, step: FusedStep, sampler: SamplerConfig):
+        super().__init__()
+        self.step, self.sampler = step, sampler
+
+    def forward(self, token, k, v, t, u, codes, clock=None):
+        logits, k_new, v_new = self.step(token, k, v, t, clock)[:3]
+        _mark(clock, "heads")
+        commit_kv(k, v, t + 1, k_new, v_new)
+        c = sample(target_probs(logits[:, 0], self.sampler), u.index_select(0, t))       # [1]
+        codes.index_copy_(0, t, c)
+        _mark(clock, "sample")
+        return c[:, None]
+
+
+class Round(nn.Module):
+    """One round over one (pruned) tree. forward(query [1, q], k, v [L, 1, kv, S, d], t [1], u [15] float64,
+    codes [15], clock=None) -> (next query [1, q], t_new [1], candidates [D, m]): the next round's root is c_{t_new}.
+
+    step: the verify call for this tree (`FusedStep(core, tree, None, prenorm=drafter.prenorm)`: its states are r
+    for a prenorm drafter); drafts: the draft phase. The caches, uniforms and codes are the decoder's own buffers,
+    written in place. The next query holds this tree's full query order; a pruned next tree reads its prefix."""
+
+    def __init__(self, step: FusedStep, drafts: Drafts, sampler: SamplerConfig):
+        super().__init__()
+        if step.tree is None or step.fused_drafts:
+            raise ValueError("a round verifies a tree without fused drafts: FusedStep(core, tree, None)")
+        self.step, self.drafts, self.sampler = step, drafts, sampler
+        self.index = TreeIndex(step.tree, step.core.heads.device)
+
+    def forward(self, query, k, v, t, u, codes, clock=None):
+        ix = self.index
+        # verify: target logits [1, q, V], the query's keys/values [L, 1, kv, q, d], states [1, q, H]
+        logits, k_new, v_new, state = self.step(query, k, v, t, clock)
+        _mark(clock, "heads")
+        # accept: every token's sample, the walk
+        ys = sample(target_probs(logits[0], self.sampler), u.index_select(0, t + ix.depth))     # [q]
+        _mark(clock, "sample")
+        stop = accept(query, ys[None], ix)                                                       # [1]
+        path = ix.paths.index_select(0, stop)[0]                                                 # [D + 1]
+        _mark(clock, "walk")
+        # commit: c_{t+1}.. and the root's and accepted nodes' keys/values
+        codes.index_copy_(0, t + ix.steps, ys.index_select(0, path))
+        commit_kv(k, v, t + 1 + ix.steps, k_new.index_select(3, path), v_new.index_select(3, path))
+        t_new = t + ix.depth.index_select(0, stop) + 1
+        _mark(clock, "commit")
+        # draft: the next round's candidates from the stop node's state
+        cand = self.drafts(state[0].index_select(0, stop), t_new)                               # [D, m]
+        out = ix.query(ys.index_select(0, stop), cand)
+        _mark(clock, "query")
+        return out, t_new, cand
