@@ -65,12 +65,12 @@ class Drafter(nn.Module):
         """The weights [depth, H, V] (x @ W) that map h_t to the draft logits of c_{t+1..t+depth}.
 
         heads None: t a host int, read from the frozen heads (`head_weight`). heads: the code predictor's heads stacked
-        [P, H, V] (row i produces c_{i+1}: `FusedCore.heads`), t an int or a [1] tensor on their device, gathered
-        without a host read (a compiled round); rows past c15 are clamped (drafts the round's pruned tree never reads)."""
+        [P, H, V] (row i produces c_{i+1}; `FusedCore.heads`, whose rows past c15 repeat the last head), t <= 15 an int
+        or a [1] tensor on their device, gathered without a host read (a compiled round); drafts past c15 are
+        meaningless and never read (the rounds' trees are pruned at the frame's end)."""
         if heads is None:
             return torch.stack([self.head_weight(t, j).t() for j in range(1, depth + 1)])
-        rows = _position(t, heads.device) + torch.arange(depth, device=heads.device)
-        return heads.index_select(0, rows.clamp(max=self.num_codes - 1))
+        return heads.index_select(0, _position(t, heads.device) + torch.arange(depth, device=heads.device))
 
     def draft_input(self, h: torch.Tensor, j: int) -> torch.Tensor:
         """What head H_{t+j} reads: h [n, H] (+ b_j), or norm(r + b_j) for a `prenorm` drafter (h is then r)."""
@@ -195,8 +195,7 @@ class MedusaHeads(Drafter):
         says that t may be a [1] tensor, read without a host read)."""
         if heads is None:
             return self.heads[t - 1, :depth].transpose(-1, -2)
-        start = _position(t, self.heads.device) - 1
-        return self.heads.index_select(0, start.clamp(max=self.num_codes - 1))[0, :depth].transpose(-1, -2)
+        return self.heads.index_select(0, _position(t, self.heads.device) - 1)[0, :depth].transpose(-1, -2)
 
     def head_stack(self) -> torch.Tensor:
         """The trained heads themselves (indexing one head at a time would fill a gradient of all 15 K heads per

@@ -67,6 +67,9 @@ class FusedStep(nn.Module):
         self.register_buffer("visible", visible, persistent=False)
         self.register_buffer("head_index", (t + torch.arange(self.depth + 1, device=device)).clamp(max=n - 1),
                              persistent=False)                                        # [15, D + 1]: target heads
+        # code position s = t + d + 1 of each depth group's states (drafts from there), within the frame (<= 15)
+        self.register_buffer("draft_pos", (t + 1 + torch.arange(self.depth + 1, device=device)).clamp(max=n),
+                             persistent=False)                                        # [15, D + 1]
         self._tables()
 
     def _tables(self) -> None:
@@ -120,7 +123,8 @@ class FusedStep(nn.Module):
         cos, sin = self.cos_t.index_select(0, t)[0], self.sin_t.index_select(0, t)[0]
         mask = self.mask_t.index_select(0, t)[0]                                           # [1, q, S + q]
         heads = core.heads.index_select(0, self.head_index.index_select(0, t)[0])         # [D + 1, H, V]
-        return self._call(tokens, k_cache, v_cache, t, emb_offset, cos, sin, mask, list(heads), clock)
+        return self._call(tokens, k_cache, v_cache, self.draft_pos.index_select(0, t)[0], emb_offset, cos, sin, mask,
+                          list(heads), clock)
 
     def call_at(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: int, clock=None):
         """The same call with the root position as a host int: rows read as views (what eager CPU calls run).
@@ -128,10 +132,11 @@ class FusedStep(nn.Module):
         if self._generation != self.core.generation:
             self._tables()
         emb_offset, cos, sin, mask, heads = self.rows[t]
-        return self._call(tokens, k_cache, v_cache, t, emb_offset, cos, sin, mask, heads, clock)
+        return self._call(tokens, k_cache, v_cache, self.draft_pos[t], emb_offset, cos, sin, mask, heads, clock)
 
-    def _call(self, tokens, k_cache, v_cache, t, emb_offset, cos, sin, mask, heads, clock=None):
-        """heads: the target head of each depth group ([H, V] dense rows or the kernel's linears)."""
+    def _call(self, tokens, k_cache, v_cache, draft_pos, emb_offset, cos, sin, mask, heads, clock=None):
+        """heads: the target head of each depth group ([H, V] dense rows or the kernel's linears); draft_pos [D + 1]:
+        the code position each depth group's drafts start from."""
         core = self.core
         x = F.embedding(tokens + emb_offset, core.tables)                                 # [B, q, H_talker]
         state, k_new, v_new = core.layers(x, cos, sin, mask, k_cache, v_cache, self.prenorm)   # h, or r (prenorm)
@@ -143,16 +148,16 @@ class FusedStep(nn.Module):
         else:
             logits = torch.cat([apply(hidden[:, s:e], w) for (_, s, e), w in zip(self.groups, heads)], dim=1)
         if self.fused_drafts:
-            return logits, k_new, v_new, self._drafts(state, t)
+            return logits, k_new, v_new, self._drafts(state, draft_pos)
         if self.tree is not None:
             return logits, k_new, v_new, state
         return logits, k_new, v_new
 
-    def _drafts(self, state: torch.Tensor, t) -> torch.Tensor:
+    def _drafts(self, state: torch.Tensor, draft_pos: torch.Tensor) -> torch.Tensor:
         """Top-m drafts for depths 1..D from every token, [1, q, D, m]: a depth-d token's state is h_s (r_s) at code
-        position s = t + d + 1, drafted by `Drafter.draft_logits` as any round drafts."""
+        position s = t + d + 1 (`draft_pos[d]`), drafted by `Drafter.draft_logits` as any round drafts."""
         if state.shape[0] != 1:
             raise ValueError(f"a call with fused drafts decodes one stream (batch 1), got batch {state.shape[0]}")
-        logits = torch.cat([self.drafter.draft_logits(state[0, s:e], t + d + 1, self.depth, self.core.heads)
+        logits = torch.cat([self.drafter.draft_logits(state[0, s:e], draft_pos[d:d + 1], self.depth, self.core.heads)
                             for d, s, e in self.groups])                                # [q, D, V]
         return logits.topk(self.width, dim=-1).indices[None]
