@@ -34,10 +34,12 @@ from helpers.method.tree import SparseTree
 def side_by_side(predictor: CodePredictor, drafter: Drafter, trees: dict[int, SparseTree], g: torch.Tensor,
                  c0: torch.Tensor, u: torch.Tensor, sampler: SamplerConfig = SamplerConfig(),
                  compile: str = "inductor", official: bool = True, eager: bool = True,
-                 warmup_frames: int = 2, seed: int = 0, torch_backend: str | None = None) -> dict:
+                 warmup_frames: int = 2, seed: int = 0, torch_backend: str | None = None,
+                 frame_graph: bool = True) -> dict:
     """Whole frames of every system, interleaved. g [F, H_talker], c0 [F], u [F, 15], on the model's device.
 
-    Systems: "official", "ar", "ar_<compile>", "spec<N>", "spec<N>_<compile>" (eager ones when `eager`).
+    Systems: "official", "ar", "ar_<compile>" (one host call a step), "arframe_<compile>" (the whole AR frame one
+    graph, with `frame_graph`), "spec<N>", "spec<N>_<compile>" (eager ones when `eager`).
     -> {"frames", "compile", "systems": {name: {"frame_ms" (p50), "frame_ms_p10", "tokens_per_step",
         "identical" (frames equal to the eager AR codes), "compile_s"}}, "ratios": {a: {b: p50(b) / p50(a)}}
         (how many times faster a is than b), "fastest_ar", "fastest_spec", "best_n"}
@@ -49,7 +51,9 @@ def side_by_side(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Sp
     mode = compile
     compiled: dict[str, object] = {}
     if mode != "none":
-        compiled[f"ar_{mode}"] = CompiledAR(predictor, sampler, mode, torch_backend)
+        compiled[f"ar_{mode}"] = CompiledAR(predictor, sampler, mode, torch_backend, frame=False)
+        if frame_graph:
+            compiled[f"arframe_{mode}"] = CompiledAR(predictor, sampler, mode, torch_backend, frame=True)
     for n, tree in trees.items():
         if eager:
             systems[f"spec{n}"] = SpeculativeDecoder(predictor, drafter, tree, sampler)

@@ -1,7 +1,7 @@
 """What any drafter could reach: the sharpness of the targets and the ideal drafter's acceptance.
 
 A node accepts with probability equal to the target mass on its children's tokens, so acceptance is
-capped by how confident the targets are (DESIGN.md section 5). Two measurements make that visible:
+capped by how confident the targets are (docs/method.md). Two measurements make that visible:
 
 - `target_sharpness`: entropy and top probability of p_t (the sampler's distribution) per position;
 - `drafter_ceiling`: the top-m mass of the exact marginal of c_{t+j} given h_t, i.e. the acceptance

@@ -24,7 +24,7 @@ from helpers.method.compiler import CallCompiler
 from helpers.method.drafters import Drafter
 from helpers.method.fused import FusedCore, FusedStep, shared_core
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import ARStep, Drafts, Prefill, Round, TreeIndex, check_device_drafter
+from helpers.method.round import ARFrame, ARStep, Drafts, Prefill, Round, check_device_drafter
 from helpers.method.sampling import SamplerConfig, sample, target_probs
 from helpers.method.tree import SparseTree
 
@@ -215,21 +215,26 @@ class CompiledSpeculative(SpeculativeDecoder):
 
 
 class CompiledAR:
-    """The AR loop over the round's modules (`Prefill`, then `ARStep` at t = 1..14): decode_frame(g [1, H], c0 [1],
-    u [1, 15]) -> FrameResult (15 calls); the host reads nothing until the frame ends.
+    """The AR loop over the round's modules: decode_frame(g [1, H], c0 [1], u [1, 15]) -> FrameResult (15 calls).
 
-    compile: "none" | "inductor" | "cuda_graph"; compile_seconds: time of the first calls (compile / capture)."""
+    frame True (default): the whole frame is one module (`ARFrame`: one graph, one host call a frame, every step
+    specialised to its t); False: `Prefill`, then one `ARStep` module for every t (15 host calls a frame). The host
+    reads nothing until the frame ends. compile: "none" | "inductor" | "cuda_graph"; compile_seconds: time of the
+    first calls (compile / capture)."""
 
     def __init__(self, predictor: CodePredictor, sampler: SamplerConfig, compile: str = "inductor",
-                 torch_backend: str | None = None):
-        self.predictor, self.sampler = predictor, sampler
+                 torch_backend: str | None = None, frame: bool = True):
+        self.predictor, self.sampler, self.frame = predictor, sampler, frame
         dense_only(predictor)
         self.compiler = CallCompiler(compile, predictor.device, torch_backend)
         self.core = FusedCore(predictor, max_depth=0)
         self.state = FrameState(predictor)
         buffers = self.state.buffers
-        self.prefill = self.compiler(Prefill(self.core, sampler), buffers)
-        self.call = self.compiler(ARStep(FusedStep(self.core, None), sampler), buffers)
+        prefill, step = Prefill(self.core, sampler), ARStep(FusedStep(self.core, None), sampler)
+        if frame:
+            self.call = self.compiler(ARFrame(prefill, step, predictor.num_codes), buffers)
+        else:
+            self.prefill, self.call = self.compiler(prefill, buffers), self.compiler(step, buffers)
 
     @property
     def compile_seconds(self) -> float:
@@ -240,9 +245,13 @@ class CompiledAR:
         p, s = self.predictor, self.state
         self.core.refresh()
         s.start(p, g, c0, u)
-        token = self.prefill(g, c0, s.k, s.v, s.u, s.codes)
-        clock("prefill")
-        for t in range(1, p.num_codes):
-            token = self.call(token, s.k, s.v, s.ts[t], s.u, s.codes)
+        if self.frame:
+            self.call(g, c0, s.k, s.v, s.u, s.codes)
             clock("call")
+        else:
+            token = self.prefill(g, c0, s.k, s.v, s.u, s.codes)
+            clock("prefill")
+            for t in range(1, p.num_codes):
+                token = self.call(token, s.k, s.v, s.ts[t], s.u, s.codes)
+                clock("call")
         return FrameResult(s.codes.clone()[None], calls=p.num_codes)

@@ -1,4 +1,4 @@
-"""Per-position diagnostics: which quantity limits tokens/step (DESIGN.md section 5).
+"""Per-position diagnostics: which quantity limits tokens/step (docs/method.md).
 
 From teacher-forced (h [B, 15, H], codes [B, 16]) and the target sampler, per start position t = 1..14 (row t-1)
 and depth j = 1..K (column j-1), NaN where t + j > 15:

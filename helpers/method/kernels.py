@@ -127,15 +127,11 @@ def make_linear(weight: torch.Tensor, kernel: str) -> Linear | torch.Tensor:
 
 
 def apply(x: torch.Tensor, linear: Linear | torch.Tensor) -> torch.Tensor:
-    """x [..., K] times one laid-out weight -> [..., N] (a dense W^T [K, N] by matmul, else the kernel's call)."""
-    return torch.matmul(x, linear) if isinstance(linear, torch.Tensor) else linear(x)
-
-
-def apply_each(x: torch.Tensor, linears: list[Linear] | torch.Tensor) -> torch.Tensor:
-    """x [J, r, K] times J laid-out weights, row j by weight j -> [J, r, N] (dense [J, K, N]: one bmm)."""
-    if isinstance(linears, torch.Tensor):
-        return torch.bmm(x, linears)
-    return torch.stack([f(x[j]) for j, f in enumerate(linears)])
+    """x [..., K] times one laid-out weight -> [..., N] (a dense W^T [K, N]: one 2-D product over the rows, which the
+    CPU's GEMM runs faster than a batched product with a broadcast weight; else the kernel's call)."""
+    if not isinstance(linear, torch.Tensor):
+        return linear(x)
+    return torch.mm(x.reshape(-1, x.shape[-1]), linear).view(*x.shape[:-1], linear.shape[-1])
 
 
 def in_features(linear: Linear | torch.Tensor) -> int:

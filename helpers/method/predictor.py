@@ -12,7 +12,7 @@ can take any query: per-token code positions (table and RoPE position), an addit
 modules' weights; nothing is copied, unless
 `from_talker` is asked for another dtype or device.
 
-Conventions (DESIGN.md section 2). Code position `i` means the code `c_i` of the frame:
+Conventions (docs/method.md). Code position `i` means the code `c_i` of the frame:
 - its input embedding is table `i` (`E0` = talker codec embedding, `Ei` = `codec_embedding[i-1]`);
 - it is fed at cache slot `i + 1` (slot 0 holds the talker hidden state `g`), RoPE position = slot;
 - it is produced by head `i` (`lm_head[i-1]`) from the hidden state `h_i` at slot `i`.

@@ -134,20 +134,40 @@ class Prefill(nn.Module):
 class ARStep(nn.Module):
     """The plain call at root position t: c_t in, KV slot t + 1 written, c_{t+1} sampled with u[t] into codes[t].
 
-    forward(token [1, 1], k, v, t [1], u [15], codes [15]) -> c_{t+1} [1, 1]."""
+    forward(token [1, 1], k, v, t, u [15], codes [15]) -> c_{t+1} [1, 1]. t: a [1] tensor (one module, or graph, for
+    every t), or a host int (the call specialised to t: its rows read as views, nothing gathered; `ARFrame`)."""
 
     def __init__(self, step: FusedStep, sampler: SamplerConfig):
         super().__init__()
         self.step, self.sampler = step, sampler
 
     def forward(self, token, k, v, t, u, codes, clock=None):
-        logits, k_new, v_new = self.step(token, k, v, t, clock)[:3]
+        if isinstance(t, int):
+            logits, k_new, v_new = self.step.call_at(token, k, v, t, clock)[:3]
+            t = torch.tensor([t], device=token.device)
+        else:
+            logits, k_new, v_new = self.step(token, k, v, t, clock)[:3]
         _mark(clock, "heads")
         commit_kv(k, v, t + 1, k_new, v_new)
         c = sample(target_probs(logits[:, 0], self.sampler), u.index_select(0, t))       # [1]
         codes.index_copy_(0, t, c)
         _mark(clock, "sample")
         return c[:, None]
+
+
+class ARFrame(nn.Module):
+    """A whole AR frame as one module (one graph when compiled): `Prefill`, then `ARStep` at t = 1..14, each
+    specialised to its t. forward(g [1, Ht], c0 [1], k, v, u [15], codes [15]) -> c15 [1, 1]; the codes in `codes`."""
+
+    def __init__(self, prefill: Prefill, step: ARStep, num_codes: int):
+        super().__init__()
+        self.prefill, self.step, self.num_codes = prefill, step, num_codes
+
+    def forward(self, g, c0, k, v, u, codes):
+        token = self.prefill(g, c0, k, v, u, codes)
+        for t in range(1, self.num_codes):
+            token = self.step(token, k, v, t, u, codes)
+        return token
 
 
 class Round(nn.Module):

@@ -3,7 +3,7 @@
 It reproduces the official sub-talker sampling (transformers' temperature, top-k and top-p warpers
 followed by a categorical draw) but draws by inverse CDF from a uniform that belongs to the code
 position, not to the call: the frame's randomness is drawn up front, one uniform `u_t` per code
-position, so AR and speculative decoding consume it identically (DESIGN.md section 2).
+position, so AR and speculative decoding consume it identically (docs/method.md).
 """
 
 from __future__ import annotations
