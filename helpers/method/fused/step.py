@@ -123,8 +123,9 @@ class FusedStep(nn.Module):
         cos, sin = self.cos_t.index_select(0, t)[0], self.sin_t.index_select(0, t)[0]
         mask = self.mask_t.index_select(0, t)[0]                                           # [1, q, S + q]
         heads = core.heads.index_select(0, self.head_index.index_select(0, t)[0])         # [D + 1, H, V]
+        heads = [heads[i] for i in range(self.depth + 1)]                                 # one per depth group
         return self._call(tokens, k_cache, v_cache, self.draft_pos.index_select(0, t)[0], emb_offset, cos, sin, mask,
-                          list(heads), clock)
+                          heads, clock)
 
     def call_at(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: int, clock=None):
         """The same call with the root position as a host int: rows read as views (what eager CPU calls run).
