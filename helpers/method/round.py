@@ -51,9 +51,9 @@ class TreeIndex(nn.Module):
         parent[0] = 0
         paths = [p + [p[-1]] * (D + 1 - len(p)) for p in tree.ancestor_paths]
         for name, value in (("depth", tree.depth), ("parent", parent), ("ancestors", tree.mask),
-                            ("paths", torch.tensor(paths)), ("steps", torch.arange(D + 1)),
+                            ("paths", torch.tensor(paths, device=device)), ("steps", torch.arange(D + 1, device=device)),
                             ("node_depth", tree.depth[1:] - 1), ("node_rank", tree.rank[1:])):
-            self.register_buffer(name, value.to(device), persistent=False)
+            self.register_buffer(name, value.to(device), persistent=False)      # the tree's tables live on the host
 
     def query(self, root: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
         """root [1] (c_t), candidates [D', m'] (D' >= D, m' >= m) -> the round's query [1, q]."""

@@ -97,10 +97,10 @@ def train_predictor(official, e0, train: tuple, val: tuple, args) -> dict:
     gen = torch.Generator().manual_seed(args.seed)
     history = [(0, float(held_out_ce(official, e0, gv, cv).mean()))]
     best, best_step, best_state = history[0][1], 0, copy.deepcopy(official.state_dict())
-    order, pos, start = torch.randperm(len(g), generator=gen), 0, time.perf_counter()
+    order, pos, start = torch.randperm(len(g), generator=gen, device="cpu"), 0, time.perf_counter()
     for step in range(1, args.steps + 1):
         if pos + args.batch > len(g):
-            order, pos = torch.randperm(len(g), generator=gen), 0
+            order, pos = torch.randperm(len(g), generator=gen, device="cpu"), 0
         idx = order[pos:pos + args.batch]
         pos += args.batch
         official.train()
@@ -199,7 +199,7 @@ def expected_rates(drafters: dict, h: torch.Tensor, draws: torch.Tensor, size: i
 def ideal_rate(predictor: CodePredictor, g: torch.Tensor, draws: torch.Tensor, sampler, frames: int, depth: int,
                size: int) -> tuple[float, list]:
     """The ideal drafter's expected tokens/step at `size` (its exact-marginal table on `frames` evenly spaced frames)."""
-    pick = torch.linspace(0, len(draws) - 1, min(frames, len(draws))).long()
+    pick = torch.linspace(0, len(draws) - 1, min(frames, len(draws)), device=draws.device).long()
     table, _ = drafter_ceiling(predictor, g[pick], draws[pick], sampler, depth)
     return expected_tokens_per_step(greedy_tree(table, size), table), table.tolist()
 
