@@ -113,7 +113,7 @@ def train_predictor(official, e0, train: tuple, val: tuple, args) -> dict:
         schedule.step()
         if step % args.val_every == 0 or step == args.steps:
             history.append((step, float(held_out_ce(official, e0, gv, cv).mean())))
-            print(f"  step {step}: train {float(loss):.3f}, held-out {history[-1][1]:.4f}", flush=True)
+            print(f"  step {step}: train {loss.item():.3f}, held-out {history[-1][1]:.4f}", flush=True)
             if history[-1][1] < best:
                 best, best_step, best_state = history[-1][1], step, copy.deepcopy(official.state_dict())
             elif (step - best_step) // args.val_every >= args.patience:
