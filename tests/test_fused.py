@@ -1,4 +1,5 @@
-"""The fused verify call (with every node's drafts, as exported) equals the step-by-step path (float64): logits, new K/V and drafts.
+"""The fused verify call (with every node's drafts, as exported) equals the step-by-step path (float64): logits,
+new K/V and drafts.
 
 The step-by-step path is `CodePredictor.run` one token at a time (the AR model), its tree call for the
 new K/V, and `Drafter.draft_logits` + top-m from each node's hidden state for the drafts. Trees: full
@@ -117,7 +118,7 @@ def test_ar_call_and_prefill_equal_step_by_step(tiny):
         cache.commit(k_ref, v_ref)
 
 
-def test_first_drafts_and_refresh(tiny):
+def test_prefill_drafts_and_refresh(tiny):
     spec, _, cp = tiny
     core = FusedCore(cp)
     g, c0 = frame_inputs(spec, 1, seed=5)

@@ -86,9 +86,7 @@ def call_grid(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int
             calls[name, n] = lambda step=step, inputs=inputs: step(*inputs)
             if predictor.kernel == "dense" and compiled_sizes and (n == 0 or n in compiled_sizes):
                 compiler = compilers.setdefault(f"{name}+inductor", CallCompiler("inductor", predictor.device))
-                gathered = FusedStep(core, tree, drafter if tree is not None else None)
-                gathered.use_views = False                       # the traced call: rows gathered by index
-                fn = compiler(gathered, [])
+                fn = compiler(step, [])                          # compiled: rows gathered by index
                 fn(*inputs)                                      # compiled here, booked apart
                 calls[f"{name}+inductor", n] = lambda fn=fn, inputs=inputs: fn(*inputs)
     sync = device_sync(next(iter(systems.values()))[0].device)

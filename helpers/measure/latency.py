@@ -40,7 +40,6 @@ SIZES = (4, 8, 15, 16, 31, 32, 47, 63, 64)       # the paper's N and N + 1 = 16,
 def graphed(step: FusedStep, inputs) -> Callable[[], object]:
     """Capture step(*inputs) in a CUDA graph (fixed shapes, gather path); returns a replay function.
     Inputs are the graph's static buffers: copy new values into them before replaying."""
-    step.use_views = False
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream), torch.no_grad():

@@ -1,8 +1,8 @@
 """The phase clock the decoders report to: `clock(phase)` marks where a phase of a frame ends.
 
 Phases of an AR step: layers, heads (the rest of the call: logits), commit (KV), sample. Of a speculative
-round: query (pick the stop node's drafts, build the query), layers, heads (logits and every node's drafts),
-sample (all q tokens), walk (the tree, on the host), commit (the accepted path's KV, next root). Per frame,
+round (`helpers.method.round`): layers, heads (target logits), sample (all q tokens), walk (the tree, on the
+device), commit (the accepted path's codes and KV), query (the next round's drafts from the stop node). Per frame,
 once: prefill (and round 1's drafts). The default `no_clock` books nothing; `PhaseClock` books the seconds
 since the previous mark to the phase named (`helpers.measure.profile` reads it).
 """

@@ -52,7 +52,7 @@ class CallCompiler:
         self.mode, self.device, self.torch_backend = mode, torch.device(device), torch_backend
         self.seconds = 0.0                     # compile / capture time booked so far (first calls)
         if mode == "inductor":
-            # every RoundCall shares one forward code object; dynamo's default limit (8) would fall back to eager
+            # every Round shares one forward code object; dynamo's default limit (8) would fall back to eager
             dynamo = torch._dynamo.config
             dynamo.cache_size_limit = max(dynamo.cache_size_limit, 64)
             dynamo.accumulated_cache_size_limit = max(dynamo.accumulated_cache_size_limit, 512)

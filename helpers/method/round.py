@@ -17,7 +17,7 @@ Each position is sampled exactly once, from its exact conditional, with its own 
 decoder's for the same uniforms (`decode_frame_ar`), however many drafts a round accepts.
 
 `Round` is the module of one (pruned) tree: the same code runs eagerly (`SpeculativeDecoder`), compiled by
-inductor, and captured as a CUDA graph (`helpers.method.compiled`). `Prefill` opens a frame (slots 0-1, c1, round
+inductor, and captured as a CUDA graph (`helpers.method.compiler`). `Prefill` opens a frame (slots 0-1, c1, round
 1's query); `ARStep` is the plain call that ends it (root c_14, no tree). The batched `accept` also replays
 recorded frames (`helpers.method.replay`).
 """
