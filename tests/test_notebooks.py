@@ -133,8 +133,11 @@ def test_a_failing_notebook_is_named_with_its_partial_output(smoke_run, tmp_path
 
 def test_the_executed_notebooks_hold_no_bars_banners_machine_paths_or_dumps(smoke_run):
     """Progress bars and build notes go to the runner's log, the known banners are silenced, no output shows the
-    project's, the environment's or the run's absolute path, none is longer than a screen, every figure is captioned."""
+    project's, the environment's or the run's absolute path, none is longer than a screen, every figure is captioned;
+    every latency names its machine and no paper value is interpolated unlabelled (`labelled_numbers`)."""
+    from helpers.experiment.labelled_numbers import label_problems
     from helpers.experiment.notebook_check import output_problems
+    from helpers.report.cpu_figure4 import paper_points
     out, result = smoke_run
     assert result.returncode == 0, result.stdout + result.stderr
     machine = [REPO_ROOT, sys.prefix, out]
@@ -142,6 +145,7 @@ def test_the_executed_notebooks_hold_no_bars_banners_machine_paths_or_dumps(smok
     for path in sorted((out / "smoke").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         found = output_problems(nb, machine, parameter_paths=[REPO_ROOT, sys.prefix])
+        found += label_problems(nb, set(paper_points()))
         found += [f"metadata papermill.{k} is a machine path: {v}" for k, v in nb.metadata["papermill"].items()
                   if k.endswith("_path") and any(str(m) in str(v) for m in machine)]
         problems += [f"{path.name} {p}" for p in found]

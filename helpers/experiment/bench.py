@@ -27,8 +27,7 @@ from helpers.experiment.deployment_bench import deployment_comparison
 from helpers.experiment.params import load_params, parse_override
 from helpers.measure.compiled_latency import (compiled_round_profile, format_round_profile, format_side_by_side,
                                              side_by_side)
-from helpers.measure.deployments import (cpu_matrix_flags, format_frames, format_grid, format_phases,
-                                         real_shape_grid)
+from helpers.measure.deployments import format_frames, format_grid, format_phases, real_shape_grid
 from helpers.measure.floor import format_floor, host_floor, matmul_floor
 from helpers.measure.latency import SIZES, environment, format_table, latency_metrics
 from helpers.measure.profile import format_profile
@@ -127,7 +126,7 @@ def real_shape(rounds: int, out: str) -> dict:
     print(f"Figure 4 at the 0.6B shape, every deployment, {rounds} rounds (minutes) ...", flush=True)
     start = time.perf_counter()
     real = real_shape_grid(rounds=rounds)
-    real["environment"] = {**environment(), "cpu_flags": cpu_matrix_flags()}
+    real["environment"] = environment()
     real["seconds"] = time.perf_counter() - start
     print(format_grid(real))
     print(format_phases(real["phases"]))

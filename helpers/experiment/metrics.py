@@ -35,6 +35,7 @@ from helpers.artifacts import load_json, save_json
 from helpers.experiment.pool import available_cores, worker_count
 from helpers.report.report import legacy_keys_renamed
 from helpers.experiment.params import REPO_ROOT, RunParams
+from helpers.measure.machine import machine
 
 PACKAGES = ("torch", "transformers", "qwen-tts", "papermill", "coremltools", "jiwer", "numpy")
 
@@ -91,8 +92,9 @@ def run_info(P: RunParams) -> dict:
                                     capture_output=True, text=True).stdout.strip())
     except (OSError, subprocess.CalledProcessError):
         revision, dirty = None, None
-    device = torch.cuda.get_device_name(0) if P.device == "cuda" and torch.cuda.is_available() else platform.processor() or platform.machine()
-    return {"params": P.to_dict(), "seeds": {"base": P.seed, "wer_seeds": P.wer_seeds},
+    info = machine()
+    device = torch.cuda.get_device_name(0) if P.device == "cuda" and torch.cuda.is_available() else info["cpu_model"]
+    return {"params": P.to_dict(), "seeds": {"base": P.seed, "wer_seeds": P.wer_seeds}, "machine": info,
             "versions": versions, "python": platform.python_version(), "device": f"{P.device}: {device}",
             "cpu_threads": torch.get_num_threads(), "cpu_cores": available_cores(),
             "workers": worker_count(P, available_cores()), "git_revision": revision, "git_dirty": dirty}

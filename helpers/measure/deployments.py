@@ -251,10 +251,10 @@ REAL_SIZES = (4, 8, 15, 16, 31, 32, 47, 63, 64)          # the paper's N and N +
 
 
 def real_shape_grid(names=None, sizes=REAL_SIZES, rounds: int = 40, warmup: int = 5,
-                    compiled_sizes=(15, 31), seed: int = 0) -> dict:
+                    compiled_sizes=(16, 32), seed: int = 0) -> dict:
     """`call_grid` at the exact shape of the 0.6B code predictor (`adapter.tiny.QWEN3_TTS_0_6B`, random weights,
     reused-head drafts on greedy trees of the reference acceptance table), on the CPU, plus `call_phases` of the
-    deployment with the cheapest tree call at N = 31 ("phases"). names: default every deployment this CPU runs.
+    deployment with the cheapest tree call at N = 32 ("phases"). names: default every deployment this CPU runs.
     Several GB of memory; minutes."""
     from helpers.adapter.tiny import QWEN3_TTS_0_6B, build_tiny_talker
     from helpers.method.calibration import REFERENCE_TABLE, greedy_tree
@@ -263,9 +263,9 @@ def real_shape_grid(names=None, sizes=REAL_SIZES, rounds: int = 40, warmup: int 
     systems = deployed(talker, "reused", names=runnable() if names is None else names)
     trees = {n: greedy_tree(REFERENCE_TABLE, n) for n in sizes}
     grid = call_grid(systems, trees, warmup, rounds, compiled_sizes=compiled_sizes, seed=seed)
-    ref = 31 if 31 in trees else max(trees)
+    ref = 32 if 32 in trees else max(trees)
     best = min(systems, key=lambda name: grid[name]["by_n"][ref]["call_ms"])
-    grid["phases"] = {"deployment": best, "by_n": call_phases(*systems[best], {n: trees[n] for n in (15, 31)
+    grid["phases"] = {"deployment": best, "by_n": call_phases(*systems[best], {n: trees[n] for n in (16, 32)
                                                                                if n in trees} or trees, seed=seed)}
     grid["shape"] = {k: getattr(QWEN3_TTS_0_6B, k) for k in ("hidden_size", "num_layers", "num_heads", "num_kv_heads",
                                                              "head_dim", "vocab_size", "intermediate_size")}
@@ -311,15 +311,3 @@ def format_frames(result: dict) -> str:
                         if same["ar_vs_dense"] is not None else "")
                      + "".join(f"; {k} {v}/{result['frames']}" for k, v in same.get("compiled", {}).items()))
     return "\n".join(lines)
-
-
-def cpu_matrix_flags() -> list[str]:
-    """The CPU's matrix and dot-product extensions that the kernels can use (Linux /proc/cpuinfo; [] elsewhere):
-    AMX tiles (amx_tile, amx_bf16, amx_int8), AVX-512 bfloat16 and VNNI dot products."""
-    try:
-        text = open("/proc/cpuinfo").read()
-    except OSError:
-        return []
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return sorted(f for f in flags if f in ("amx_tile", "amx_bf16", "amx_int8", "avx512_bf16", "avx512_vnni",
-                                            "avx512f", "avx_vnni"))

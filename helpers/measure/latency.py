@@ -17,8 +17,6 @@ Everything returns plain dataclasses / dicts (JSON-ready); the timing itself is 
 
 from __future__ import annotations
 
-import os
-import platform
 from dataclasses import asdict
 from typing import Callable
 
@@ -29,6 +27,7 @@ from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import Drafter
 from helpers.method.fused import FusedStep, shared_core
+from helpers.measure.machine import machine
 from helpers.measure.profile import round_profile
 from helpers.measure.timing import device_sync, interleaved, time_calls
 from helpers.method.sampling import SamplerConfig, frame_uniforms
@@ -216,7 +215,5 @@ def format_table(table: dict) -> str:
 
 
 def environment() -> dict:
-    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "python": platform.python_version(),
-            "machine": platform.machine(), "processor": platform.processor() or platform.machine(),
-            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
+    """The machine a measurement ran on (`helpers.measure.machine.machine`), saved beside it."""
+    return machine()

@@ -12,6 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
+from helpers.measure.machine import measured_on
 from helpers.report.paper import PAPER, PAPER_DRAFTERS
 from helpers.report.tables import markdown
 
@@ -25,7 +26,8 @@ def _mean(values) -> float:
 
 
 def results_rows(m: dict) -> list[dict]:
-    """Headline rows: tokens/step per drafter, losslessness, speech quality, speed on this CPU (both shapes)."""
+    """Headline rows: tokens/step per drafter, losslessness, speech quality, speed (both shapes), each latency with
+    the machine it was measured on."""
     n = m["run"]["params"]["tree_size"]
     rows = []
     for kind, paper_key in PAPER_DRAFTERS.items():
@@ -44,23 +46,31 @@ def results_rows(m: dict) -> list[dict]:
                                         for k in ("per_gt", "per_codec", "per_ar", "per_spec")),
                  "paper (0.6B)": "WER en {:.2f} / {:.2f} % (AR / spec.)".format(
                      PAPER["table3_languages"]["en"]["ar"]["wer"], PAPER["table3_languages"]["en"]["spec"]["wer"])})
+    machine = m["run"].get("machine")
     dep = m.get("deployments")
     if dep:
         fr = dep["frames"]
-        rows.append({"result": "miniature, whole frames on this CPU: fastest speculative / fastest AR loop",
+        rows.append({"result": f"miniature, whole frames: fastest speculative / fastest AR loop ({measured_on(machine)})",
                      "this run": f"{fr['ratios']['spec_over_ar']:.2f}x ({fr['fastest_spec']} / {fr['fastest_ar']})",
                      "paper (0.6B)": "-"})
+    for device, lat in m.get("latency", {}).items():
+        if lat.get("32", {}).get("measured_speedup"):
+            rows.append({"result": f"miniature, measured speedup at the paper's N = 32 ({device}, float32, eager)",
+                         "this run": f"{lat['32']['measured_speedup']:.2f}x at {lat['32']['tokens_per_step']:.2f} "
+                                     "tokens/step", "paper (0.6B)": "{:.2f}x (M3 Pro)".format(
+                             PAPER["figure4_latency"]["devices"]["macbook_m3_pro"]["speedup_at_N32"])})
     f4 = m.get("figure4_cpu")
     if f4:
         best = f4["projected"][f4["best"]]
-        rows.append({"result": "0.6B shape on this CPU: best projected speedup (paper tokens/step)",
+        where = measured_on(f4.get("environment"))
+        rows.append({"result": f"0.6B shape: best projected speedup, the paper's tokens/step at its N ({where})",
                      "this run": f"{best['best_speedup']:.2f}x ({f4['best']}, N = {best['best_n']})",
                      "paper (0.6B)": "{:.2f}x (M3 Pro, N = 32)".format(
                          PAPER["figure4_latency"]["devices"]["macbook_m3_pro"]["speedup_at_N32"])})
         by_n = {int(k): v for k, v in best["by_n"].items()}
-        if 15 in by_n and 31 in by_n:
-            rows.append({"result": "0.6B shape on this CPU: verify overhead at N = 15 / 31 (same deployment)",
-                         "this run": f"{by_n[15]['overhead']:+.2f} / {by_n[31]['overhead']:+.2f}",
+        if 16 in by_n and 32 in by_n:
+            rows.append({"result": f"0.6B shape: verify overhead at N = 16 / 32, same deployment ({where})",
+                         "this run": f"{by_n[16]['overhead']:+.2f} / {by_n[32]['overhead']:+.2f}",
                          "paper (0.6B)": "{:+.3f} at N = 32 (M3 Pro)".format(
                              PAPER["figure4_latency"]["devices"]["macbook_m3_pro"]["overhead_at_N32"])})
     return rows

@@ -11,6 +11,7 @@ from statistics import mean
 
 from helpers.method.diagnostics import share_closed
 from helpers.method.drafters import OFFSET_KINDS
+from helpers.measure.machine import measured_on
 from helpers.report.latency_metrics import call_cost
 from helpers.report.paper import PAPER, PAPER_DRAFTERS
 from helpers.report.quality_table import parity_gap
@@ -38,13 +39,44 @@ def drafter_lines(m: dict, tree_size) -> list[str]:
     paper_share = share_closed(p["reused"], p["offsets"], p["medusa"], MIN_GAP)
     if "reused" in tps and "medusa" in tps:
         gap = tps["medusa"] - tps["reused"]
-        shares = {k: share_closed(tps["reused"], tps[k], tps["medusa"], MIN_GAP) for k in OFFSET_KINDS if k in tps}
-        said = "; ".join(f"{k} close {s:.0%} of it" for k, s in shares.items() if not math.isnan(s))
         lines.append(f"- **The positional mismatch**: Medusa heads beat the reused heads by {gap:+.2f} tokens/call "
-                     f"here and by {p['medusa'] - p['reused']:+.2f} in the paper"
-                     + (f"; {said} (the paper's offsets: {paper_share:.0%})." if said else
-                        f" (below {MIN_GAP} tokens/call: no gap to split into shares here)."))
+                     f"here and by {p['medusa'] - p['reused']:+.2f} in the paper (whose offsets close {paper_share:.0%} "
+                     "of it). The offsets' share of that gap, by three measures:")
+        lines += [f"  - {k}: {measures}" for k in OFFSET_KINDS if k in tps
+                  and (measures := _share_measures(m, k, tps))]
+    targets = m.get("run", {}).get("params", {}).get("drafter_targets")
+    if targets and targets != "codec":
+        lines.append(f"- **What the drafters learn differs from the paper's**: here the code predictor's own "
+                     f"{'sampling distributions' if targets == 'distributions' else 'draws'} along its draws "
+                     "(self-distillation, `drafter_targets: " + targets + "`); the paper trains on the codec's codes.")
     return lines
+
+
+def _share_measures(m: dict, kind: str, tps: dict) -> str:
+    """The share of the reused-to-Medusa gap `kind` closes: in tokens/step (all languages, and its range over
+    languages), in validation top-1 and in teacher-forced acceptance (depth 1..K): three estimates, none an interval
+    of the others."""
+    d = m.get("drafters", {})
+    parts = []
+    if abs(tps["medusa"] - tps["reused"]) >= MIN_GAP:
+        parts.append(f"{share_closed(tps['reused'], tps[kind], tps['medusa']):.0%} of the tokens/step gap")
+        by = {k: d[k].get("tokens_per_step_by_language", {}) for k in ("reused", "medusa", kind)}
+        langs = [x for x in by[kind] if x in by["reused"] and x in by["medusa"]
+                 and abs(by["medusa"][x] - by["reused"][x]) >= MIN_GAP / 2]
+        if len(langs) > 1:
+            each = [share_closed(by["reused"][x], by[kind][x], by["medusa"][x]) for x in langs]
+            parts[-1] += f" ({min(each):.0%} to {max(each):.0%} over {len(langs)} languages)"
+    top1 = {k: d[k].get("validation_top1") for k in ("reused", "medusa", kind)}
+    if all(top1.values()):
+        parts.append("of the validation top-1 gap " + ", ".join(
+            f"{share_closed(r, x, q):.0%}" for r, x, q in zip(top1["reused"], top1[kind], top1["medusa"]))
+            + " at depths 1..K")
+    drafts = m.get("diagnostics", {}).get("drafts", {})
+    if all(k in drafts for k in ("reused", "medusa", kind)):
+        acc = {k: drafts[k]["acceptance_by_depth"] for k in ("reused", "medusa", kind)}
+        parts.append("of the acceptance gap " + ", ".join(
+            f"{share_closed(r, x, q):.0%}" for r, x, q in zip(acc["reused"], acc[kind], acc["medusa"])))
+    return "; ".join(parts) + "." if parts else ""
 
 
 def limit_lines(m: dict) -> list[str]:
@@ -92,6 +124,40 @@ def mismatch_lines(m: dict) -> list[str]:
     return lines
 
 
+def headline_lines(m: dict) -> list[str]:
+    """What the run shows, good and bad, in the README's words: exactness, tokens/step against the paper's, and the
+    speed measured (whole frames; at the paper's N = 32), each latency with the machine it was measured on."""
+    P, lines = m.get("run", {}).get("params", {}), []
+    lo, d = m.get("lossless"), m.get("drafters", {})
+    if lo:
+        lines.append(f"- Exact: {lo['frames_identical']:,} of {lo['frames_compared']:,} speculative frames equal the "
+                     f"AR frames of the same seeds ({lo.get('inner_loop_dtype')}).")
+    if "reused" in d and "offsets" in d:
+        n, r, o = P.get("tree_size"), d["reused"]["tokens_per_step"], d["offsets"]["tokens_per_step"]
+        med = d.get("medusa", {}).get("tokens_per_step")
+        lines.append(f"- Tokens/step at N = {n}: offsets {o:.2f} against the reused heads' {r:.2f} ({o - r:+.2f})"
+                     + (f" and Medusa's {med:.2f}" if med else "") + f"; the paper: {_paper_tokens('offsets'):.2f} "
+                     f"against {_paper_tokens('reused'):.2f} ({_paper_tokens('offsets') - _paper_tokens('reused'):+.2f}): "
+                     + ("the offsets' gain here is within a run's noise." if o - r < MIN_GAP else
+                        f"the offsets gain {(o - r) / (_paper_tokens('offsets') - _paper_tokens('reused')):.0%} "
+                        "of the paper's gain."))
+    machine = m.get("run", {}).get("machine")
+    dep = m.get("deployments", {}).get("frames")
+    if dep:
+        lines.append(f"- Speed, the miniature's whole frames ({measured_on(machine)}): the fastest speculative loop "
+                     f"({dep['fastest_spec']}) is {dep['ratios']['spec_over_ar']:.2f}x the fastest AR loop "
+                     f"({dep['fastest_ar']}).")
+    for device, by_n in m.get("latency", {}).items():
+        at32 = by_n.get("32")
+        if at32 and at32.get("measured_speedup"):
+            x = at32["measured_speedup"]
+            lines.append(f"- At the paper's N = 32 the measured speedup on {device} is {x:.2f}x"
+                         + (" (below 1: slower than AR)" if x < 1 else "") + f", at {at32['tokens_per_step']:.2f} "
+                         f"tokens/step ({measured_on(machine)}; the best N here: {by_n.get('best_n')}, "
+                         f"{by_n[str(by_n.get('best_n'))]['measured_speedup']:.2f}x).")
+    return ["**In short:**", "", *lines, ""] if lines else []
+
+
 def latency_lines(m: dict) -> list[str]:
     """Speedup per device at its best N beside the paper's devices, and the call overhead that explains it."""
     lines = []
@@ -104,7 +170,7 @@ def latency_lines(m: dict) -> list[str]:
         at32 = by_n.get("32")
         paper = ", ".join(f"{name} {v['speedup_at_N32']:.2f}x (overhead {v['overhead_at_N32']:.3f})"
                           for name, v in devices.items() if "speedup_at_N32" in v and "overhead_at_N32" in v)
-        lines.append(f"- **Speed on {device}**: best N = {best}, measured speedup {r['measured_speedup']:.2f}x "
+        lines.append(f"- **Speed on {device}** ({measured_on(m.get('run', {}).get('machine'))}): best N = {best}, measured speedup {r['measured_speedup']:.2f}x "
                      f"(call overhead {r['overhead']:.2f} of an AR call)"
                      + (f"; at N = 32 the call costs {call_cost(at32['overhead']):.2f} AR calls" if at32 else "")
                      + f". The paper at N = 32: {paper}. A round of t tokens/call at a call costing 1 + overhead AR "
@@ -144,7 +210,7 @@ def quality_lines(m: dict) -> list[str]:
 def summary_lines(m: dict) -> list[str]:
     """The section 'What this run shows, what the paper shows, and why they differ'."""
     P = m.get("run", {}).get("params", {})
-    body = (quality_lines(m) + drafter_lines(m, P.get("tree_size")) + mismatch_lines(m) + limit_lines(m) + latency_lines(m))
+    body = (headline_lines(m) + quality_lines(m) + drafter_lines(m, P.get("tree_size")) + mismatch_lines(m) + limit_lines(m) + latency_lines(m))
     if not body:
         return []
     return ["## What this run shows, what the paper shows, and why they differ", "",

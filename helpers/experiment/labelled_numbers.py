@@ -1,0 +1,88 @@
+"""Numbers that must say where they come from, checked in an executed notebook:
+
+- a **latency** (milliseconds: "12.3 ms", a column "frame ms", a key "call_ms_p50") names the machine it was
+  measured on: the same output (for a long report, the same section) says "Measured on ..."
+  (`helpers.measure.machine.measured_on`);
+- a **paper tokens/step** at a tree size N the paper does not report is labelled "interpolated" or "extrapolated"
+  on the same line or table row (the paper reports its Figure 4 ceiling at N = 16, 32, 64 only).
+
+    problems = label_problems(nb, paper_points={16, 32, 64})
+
+Run with `helpers.experiment.notebook_check.output_problems` by the notebook test, over every executed notebook.
+"""
+
+from __future__ import annotations
+
+import re
+
+from helpers.experiment.notebook_check import output_text
+from helpers.measure.machine import LABEL
+
+MILLISECONDS = re.compile(r"(?<![A-Za-z])ms(?![A-Za-z])")          # "3 ms", "ms/frame", "frame ms", "call_ms_p50"
+TREE_SIZE = re.compile(r"\bN\s?=\s?(\d+)")
+LABELLED = re.compile(r"interpolat|extrapolat", re.IGNORECASE)
+
+
+def sections(text: str) -> list[str]:
+    """A text cut at its Markdown headings: a long report's sections, each checked on its own."""
+    return re.split(r"\n(?=#)", text)
+
+
+def unlabelled_latency(text: str) -> bool:
+    return any(MILLISECONDS.search(s) and LABEL.lower() not in s.lower() for s in sections(text))
+
+
+def _rows(text: str):
+    """(line, {header: cell}) for every line; the dict is filled for Markdown table rows only."""
+    header = None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.lstrip().startswith("|") else None
+        if cells is None:
+            header = None
+        elif header is None:
+            header = cells
+        elif set("".join(cells)) <= set("-: "):
+            pass
+        else:
+            yield line, dict(zip(header, cells))
+            continue
+        yield line, {}
+
+
+def paper_tree_sizes(line: str, row: dict) -> list[int]:
+    """The tree sizes N a line or table row pairs with the paper's tokens/step: "N = k" in its text, "N=k" in a
+    column's header, the leading integer of a column headed "best N"."""
+    sizes = [int(n) for n in TREE_SIZE.findall(line)]
+    for head, cell in row.items():
+        sizes += [int(n) for n in TREE_SIZE.findall(head) if cell not in ("", "-")]
+        lead = re.match(r"(\d+)\b", cell)
+        if re.search(r"\bbest N\b", head) and lead:
+            sizes.append(int(lead.group(1)))
+    return sizes
+
+
+def unlabelled_paper_values(text: str, paper_points: set[int]) -> list[str]:
+    """Lines that use the paper's tokens/step at an N it does not report, without saying so."""
+    bad = []
+    for line, row in _rows(text):
+        if re.search(r"paper", line, re.IGNORECASE) and "tokens/step" in line and not LABELLED.search(line):
+            off = sorted({n for n in paper_tree_sizes(line, row) if n not in paper_points})
+            if off:
+                bad.append(f"N = {', '.join(map(str, off))}: {line.strip()[:80]!r}")
+    return bad
+
+
+def label_problems(nb, paper_points: set[int]) -> list[str]:
+    """Every unlabelled latency and unlabelled paper value of an executed notebook `nb`, one line each."""
+    problems = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        for output in cell.get("outputs", []):
+            text = output_text(output)
+            if unlabelled_latency(text):
+                first = next(line for line in text.splitlines() if MILLISECONDS.search(line))
+                problems.append(f"cell {i}: a latency without '{LABEL} <machine>': {first.strip()[:80]!r}")
+            problems += [f"cell {i}: the paper's tokens/step at {b} is not labelled interpolated or extrapolated"
+                         for b in unlabelled_paper_values(text, paper_points)]
+    return problems

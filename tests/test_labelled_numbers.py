@@ -1,0 +1,57 @@
+"""Where a number comes from: the machine of every latency (`helpers.measure.machine`) and the labels the notebook
+check asks for (`helpers.experiment.labelled_numbers`), on small notebooks built here."""
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+from helpers.experiment.labelled_numbers import label_problems
+from helpers.measure.machine import MATRIX_FLAGS, extensions, machine, machine_name, measured_on
+
+POINTS = {16, 32, 64}
+
+
+def notebook(*texts, kind="text/markdown"):
+    cells = [new_code_cell("x", outputs=[new_output("display_data", data={kind: t})]) for t in texts]
+    return new_notebook(cells=cells)
+
+
+def test_this_machine_is_named_with_its_matrix_extensions():
+    info = machine()
+    assert set(info["cpu_flags"]) <= set(MATRIX_FLAGS) and info["cores"] >= 1 and info["threads"] >= 1
+    assert measured_on(info).startswith(f"Measured on {info['cpu_model']} (")
+
+
+def test_extensions_and_an_older_files_environment():
+    assert extensions(["amx_tile", "avx512f", "avx512_bf16", "avx512_vnni"]) == "AMX, AVX-512, bf16, VNNI"
+    assert extensions(["avx2"]) == "AVX2; no AMX" and extensions(["avx2", "avx512f"]) == "AVX-512; no AMX"
+    old = {"cpu_flags": ["avx512f", "avx_vnni"], "threads": 1}           # written before the model was recorded
+    assert machine_name(old) == "a CPU whose model was not recorded (AVX-512, VNNI; no AMX)"
+    assert measured_on(old, ", read from a file") == (
+        "Measured on a CPU whose model was not recorded (AVX-512, VNNI; no AMX), 1 thread, read from a file")
+    assert machine_name({"cuda": "NVIDIA H200"}) == "NVIDIA H200" and machine_name(None) == "an unrecorded machine"
+
+
+def test_a_latency_needs_its_machine_in_the_same_output_or_report_section():
+    bare = ["AR call p50 0.911 ms", "| system | frame ms |\n|---|---|\n| ar | 17.6 |", "call_ms_p50: 2.27"]
+    for text in bare:
+        assert len(label_problems(notebook(text), POINTS)) == 1, text
+    assert label_problems(notebook("Measured on AMD EPYC (2 cores), 1 thread: AR call 0.9 ms"), POINTS) == []
+    report = "# Report\n\nMeasured on X: 3 ms\n\n## Latency\n\n| N | call ms |\n|---|---|\n| 4 | 1.3 |"
+    assert len(label_problems(notebook(report), POINTS)) == 1          # the second section names no machine
+    assert label_problems(notebook("RMSNorm, items, 12 tokens/step"), POINTS) == []
+
+
+def test_the_papers_tokens_per_step_only_at_its_points_unless_labelled():
+    assert label_problems(notebook("the paper's tokens/step at N = 32: 2.47"), POINTS) == []
+    assert len(label_problems(notebook("1.45x with the paper's tokens/step at N = 15"), POINTS)) == 1
+    assert label_problems(notebook("1.45x with the paper's tokens/step at N = 15 (interpolated)"), POINTS) == []
+    table = ("| device | best N (speedup) | source |\n|---|---|---|\n"
+             "| cpu | 15 (1.45x) | measured overhead x paper tokens/step |\n| M3 | 32 (2.13x) | paper |")
+    problems = label_problems(notebook(table), POINTS)
+    assert len(problems) == 1 and "N = 15" in problems[0]
+    assert label_problems(notebook(table.replace("15 (1.45x)", "16 (1.40x)")), POINTS) == []
+
+
+def test_stream_outputs_are_checked_too():
+    nb = new_notebook(cells=[new_code_cell("x", outputs=[new_output("stream", name="stdout", text="AR 3.1 ms\n")])])
+    assert len(label_problems(nbformat.from_dict(nb), POINTS)) == 1
