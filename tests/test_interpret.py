@@ -61,3 +61,14 @@ def test_exact_mode_prints_no_chi_square_that_cannot_fail():
     assert "p per position" not in exact and "cannot fail" in exact
     deployment = "\n".join(lossless_lines({**lo, "exact": False, "frames_identical": 9}, "float32"))
     assert "p per position" in deployment
+
+
+def test_the_training_sentence_says_how_each_drafter_stopped():
+    from helpers.report.interpret import training_sentence
+    t = {"medusa": {"lr": 0.001, "best_epoch": 6, "val_loss": [101, 90, 85, 83, 82, 81.5, 81.0, 81.2, 81.3]},
+         "offsets": {"lr": 0.003, "best_epoch": 10, "val_loss": [101] + [100 - 0.1 * i for i in range(10)]}}
+    text = training_sentence(t, 10, [0.001, 0.003])
+    assert "medusa stopped early after 8 of at most 10 epochs (kept epoch 6)" in text
+    assert "offsets ran to the cap of 10 epochs with the held-out loss still falling" in text
+    assert "the largest learning rate of the sweep (0.003" in text and "the smallest learning rate" in text
+    assert "at learning rate 0.001" in training_sentence(t, 10, [0.001])

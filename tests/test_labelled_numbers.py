@@ -50,6 +50,11 @@ def test_the_papers_tokens_per_step_only_at_its_points_unless_labelled():
     problems = label_problems(notebook(table), POINTS)
     assert len(problems) == 1 and "N = 15" in problems[0]
     assert label_problems(notebook(table.replace("15 (1.45x)", "16 (1.40x)")), POINTS) == []
+    mini = table.replace("| source |", "| best N (miniature's tokens/step) | source |").replace("|---|---|---|", "|---|---|---|---|")
+    mini = mini.replace("| measured overhead", "| 4 (1.2x) | measured overhead").replace("| paper |", "| - | paper |")
+    assert len(label_problems(notebook(mini), POINTS)) == 1            # N = 15 still; the miniature's N = 4 is its own
+    text = "Best: 1.44x with the paper's tokens/step at N = 16. Where the time goes: N = 0: 2 ms, N = 15: 3 ms."
+    assert label_problems(notebook("Measured on X. " + text), POINTS) == []      # another sentence, not the paper's
 
 
 def test_stream_outputs_are_checked_too():

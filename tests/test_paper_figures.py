@@ -138,3 +138,53 @@ def test_frames_tokens_per_step_counts_the_decoders_calls(run):
     oracle.codes = decode_frame_ar(predictor, g[:1], c0[:1], SamplerConfig(), u0).codes[0]
     dec = SpeculativeDecoder(predictor, oracle, SparseTree.chain(3), SamplerConfig())
     assert pf.frames_tokens_per_step(dec, g[:1], c0[:1], seed=5) == 3.0   # prefill + 4 rounds: c1 | 4 | 4 | 4 | 2
+
+
+def _overlapping_labels(fig, ax, axis="x") -> list[tuple[str, str]]:
+    """Pairs of neighbouring tick labels of `ax` whose drawn boxes overlap."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    labels = [t for t in (ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()) if t.get_text()]
+    boxes = sorted(((t.get_window_extent(renderer), t.get_text()) for t in labels),
+                   key=lambda b: b[0].x0 if axis == "x" else b[0].y0)
+    return [(a[1], b[1]) for a, b in zip(boxes, boxes[1:]) if a[0].overlaps(b[0])]
+
+
+def test_tick_labels_of_close_tree_sizes_never_collide():
+    from helpers.report import plots
+    from helpers.report.cpu_figure4 import overhead_figure
+    ns = [4, 8, 15, 16, 31, 32, 47, 63, 64]
+    by_n = {n: {"tokens_per_step": 1 + 0.3 * i, "realised_speedup": 1.0, "overhead": 0.1 * i, "measured_speedup": 1.1}
+            for i, n in enumerate(ns)}
+    fig = pf.speedup_and_overhead(by_n, "cpu", 10, 10, pf.paper_figure4(PAPER["figure4_latency"]))
+    speed, cost = fig.axes
+    assert not _overlapping_labels(fig, speed) and not _overlapping_labels(fig, cost)
+    assert not _overlapping_labels(fig, cost, "y")
+    assert [t.get_text() for t in speed.get_xticklabels()] == ["4", "8", "16", "32", "47", "64"]
+    assert sorted(speed.get_xticks(minor=True)) == [15, 31, 63]           # the rest: unlabelled, still ticked
+    fig = plots.tokens_vs_tree_size({"offsets": {n: 1 + 0.1 * i for i, n in enumerate(ns)}})
+    assert not _overlapping_labels(fig, fig.axes[0])
+    row = {"layers": 1.0, "heads": 0.2, "sample": 0.1, "query": 0.01, "walk": 0.01, "commit": 0.01, "ratio": 0.5}
+    fig = plots.round_phases({"ar": row, "trees": {str(n): row for n in ns}}, "cpu")
+    ax = fig.axes[0]
+    assert not _overlapping_labels(fig, ax) and [t.get_text() for t in ax.get_xticklabels()][1:] == [str(n) for n in ns]
+    assert ax.get_xlabel() and ax.get_ylabel()
+    grid = {"w8a8": {"ar_ms": 6.0, "by_n": {str(n): {"q": n + 1, "call_ms": 6.0 * (1 + 0.1 * i), "overhead": 0.1 * i}
+                                            for i, n in enumerate(ns)}}}
+    fig = overhead_figure(grid, "this CPU")
+    assert not _overlapping_labels(fig, fig.axes[0]) and not _overlapping_labels(fig, fig.axes[0], "y")
+
+
+def test_position_axes_tick_integers_and_legends_leave_the_data_alone():
+    from helpers.report import plots
+    fig = plots.topm_accuracy({"a": [[0.3, 0.2, 0.1, 0.1, 0.05]] * 3, "b": [[0.2, 0.2, 0.1, 0.1, 0.1]] * 3}, "t")
+    for ax in fig.axes:
+        assert all(float(x).is_integer() for x in ax.get_xticks()) and ax.get_legend() is None
+    assert len(fig.legends) == 1
+    fig = plots.target_sharpness([2.5, 1.5, 1.2], [0.3, 0.5, 0.6])
+    ent, top = fig.axes
+    assert "nats" in ent.get_ylabel() and top.get_ylabel() == "top probability" and top.get_ylim() == (0, 1)
+    fig = plots.loss_curves({"offsets": [float(100 - i % 7) for i in range(300)]}, window=20)
+    ax = fig.axes[0]
+    assert "running mean over 20 steps" in ax.get_legend().get_title().get_text()
+    assert len(ax.lines[1].get_xdata()) == 300 - 20 + 1 and ax.lines[1].get_xdata()[0] == 20

@@ -29,7 +29,8 @@ def test_gap_share_and_its_undefined_case():
 
 def test_sentences_carry_the_runs_numbers():
     text = "\n".join(summary_lines(_metrics(reused=1.5, medusa=2.0, offsets=1.75)))
-    assert "offsets 1.75" in text and "offsets close 50% of it" in text
+    assert "offsets 1.75" in text and "offsets: 50% of the tokens/step gap" in text
+    assert "Tokens/step at N = 32: offsets 1.75 against the reused heads' 1.50 (+0.25)" in text      # the lead
     assert "0.60 of its probability" in text and "0.60, 0.50, 0.40" in text
     assert "100 of 100 frames identical" in text and "NOT" not in text
 
@@ -37,7 +38,7 @@ def test_sentences_carry_the_runs_numbers():
 def test_a_failed_check_and_a_missing_gap_are_said():
     text = "\n".join(summary_lines(_metrics(reused=1.8, medusa=1.81, identical=99)))
     assert "99 of 100 frames identical" in text and "NOT all" in text
-    assert "no gap to split" in text and "close" not in text
+    assert "of the tokens/step gap" not in text
 
 
 def test_quality_and_parity_sentences():
@@ -52,6 +53,16 @@ def test_quality_and_parity_sentences():
     assert "not rejected (adjusted p 0.7)" in text and "so the test has power" in text
     m["parity"]["control"]["rejected"] = False
     assert "lacks power" in "\n".join(summary_lines(m))
+
+
+def test_the_lead_says_speed_below_one_and_names_the_machine():
+    m = _metrics()
+    m["run"]["machine"] = {"cpu_model": "Some CPU", "cpu_flags": ["avx2"], "cores": 2, "threads": 1}
+    m["latency"] = {"cpu": {"best_n": 4, "4": {"measured_speedup": 1.1, "tokens_per_step": 1.5, "overhead": 0.3},
+                            "32": {"measured_speedup": 0.9, "tokens_per_step": 2.0, "overhead": 1.4}}}
+    text = "\n".join(summary_lines(m))
+    assert "At the paper's N = 32 the measured speedup on cpu is 0.90x (below 1: slower than AR)" in text
+    assert "Measured on Some CPU (2 cores; AVX2; no AMX), 1 thread" in text
 
 
 def test_nothing_measured_nothing_said():

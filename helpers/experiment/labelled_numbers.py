@@ -33,13 +33,16 @@ def unlabelled_latency(text: str) -> bool:
 
 
 def _rows(text: str):
-    """(line, {header: cell}) for every line; the dict is filled for Markdown table rows only."""
+    """(sentence or row, {header: cell}) for every sentence of the text and every Markdown table row; the dict is
+    filled for table rows only."""
     header = None
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.lstrip().startswith("|") else None
         if cells is None:
             header = None
-        elif header is None:
+            yield from ((sentence, {}) for sentence in re.split(r"(?<=[.;!?])\s+(?=[A-Z*(])", line))
+            continue
+        if header is None:
             header = cells
         elif set("".join(cells)) <= set("-: "):
             pass
@@ -50,10 +53,12 @@ def _rows(text: str):
 
 
 def paper_tree_sizes(line: str, row: dict) -> list[int]:
-    """The tree sizes N a line or table row pairs with the paper's tokens/step: "N = k" in its text, "N=k" in a
-    column's header, the leading integer of a column headed "best N"."""
+    """The tree sizes N a sentence or table row pairs with the paper's tokens/step: "N = k" in its text, "N=k" in a
+    column's header, the leading integer of a column headed "best N" (columns of the miniature's own aside)."""
     sizes = [int(n) for n in TREE_SIZE.findall(line)]
     for head, cell in row.items():
+        if "miniature" in head:                   # a column of the miniature's own tokens/step, not the paper's
+            continue
         sizes += [int(n) for n in TREE_SIZE.findall(head) if cell not in ("", "-")]
         lead = re.match(r"(\d+)\b", cell)
         if re.search(r"\bbest N\b", head) and lead:

@@ -84,6 +84,11 @@ class SparseTree:
         return [1 + max(p[-1] for p in self.paths if len(p) == d) for d in range(1, self.max_depth + 1)]
 
     @cached_property
+    def nodes_per_depth(self) -> list[int]:
+        """How many nodes sit at each depth: nodes_per_depth[d - 1] (what a drawing of the tree shows)."""
+        return [sum(1 for p in self.paths if len(p) == d) for d in range(1, self.max_depth + 1)]
+
+    @cached_property
     def depth_list(self) -> list[int]:
         return self.depth.tolist()
 
@@ -108,7 +113,8 @@ class SparseTree:
         return self._pruned[max_depth]
 
     def __repr__(self) -> str:
-        return f"SparseTree(N={self.size}, depth={self.max_depth}, width={self.width})"
+        return (f"SparseTree(N={self.size}, depth={self.max_depth}, nodes per depth={self.nodes_per_depth}, "
+                f"ranks per depth={self.width})")
 
     def __eq__(self, other) -> bool:
         return isinstance(other, SparseTree) and self.paths == other.paths

@@ -3,8 +3,8 @@ would give.
 
 The paper profiles only the verify overhead per device; acceptance does not depend on the device (its Sec. 3.4). So
 the projected speedup at N is tokens/step(N) / (1 + overhead(N)), with two numerators, each labelled:
-- the paper's tokens/step (its Figure 4 ceiling at N = 16, 32, 64, interpolated linearly in log N between them and
-  extended to N = 15; no value outside 15..64);
+- the paper's tokens/step, at the tree sizes where the paper reports it (its Figure 4 ceiling at N = 16, 32, 64;
+  no value is interpolated or extrapolated);
 - the miniature's own (the run's calibrated expected tokens/step per N), where given.
 
 Input: `measure.deployments.call_grid`'s dict ({deployment: {"ar_ms", "by_n": {N: {"overhead", ...}}}}).
@@ -12,27 +12,27 @@ Input: `measure.deployments.call_grid`'s dict ({deployment: {"ar_ms", "by_n": {N
 
 from __future__ import annotations
 
-import math
-
 import matplotlib.pyplot as plt
+import numpy as np
 
+from helpers.measure.machine import measured_on
 from helpers.report.paper import PAPER
 from helpers.report.paper_figures import paper_figure4
+from helpers.report.plots import powers_of_two, readable_ticks
 from helpers.report.tables import markdown
 
 PAPER_DEVICE_NAMES = {"iphone_17_pro_max": "iPhone 17 Pro Max (ANE, W8A16)", "macbook_m3_pro": "MacBook M3 Pro (ANE, W8A16)",
                       "iphone_12": "iPhone 12 (ANE, W8A16)"}
 
 
+def paper_points() -> dict[int, float]:
+    """The paper's tokens/step where it reports one: its Figure 4 ceiling, {N: tokens/step} at N = 16, 32, 64."""
+    return {int(k): float(v) for k, v in PAPER["figure4_latency"]["acceptance_ceiling"].items()}
+
+
 def paper_tokens_per_step(n: int) -> float | None:
-    """The paper's tokens/step at tree size N: its ceiling points, log-linear between them, None outside 15..64."""
-    points = sorted((int(k), float(v)) for k, v in PAPER["figure4_latency"]["acceptance_ceiling"].items())
-    if not points[0][0] - 1 <= n <= points[-1][0]:
-        return None
-    for (n0, v0), (n1, v1) in zip(points, points[1:]):
-        if n <= n1 or (n1, v1) == points[-1]:
-            return v0 + (v1 - v0) * (math.log(n) - math.log(n0)) / (math.log(n1) - math.log(n0))
-    return None
+    """The paper's tokens/step at tree size N where the paper reports it, else None (never interpolated)."""
+    return paper_points().get(int(n))
 
 
 def deployments_of(grid: dict) -> dict[str, dict]:
@@ -63,7 +63,7 @@ def projected(grid: dict, tokens_per_step: dict[int, float] | None = None) -> di
 
 def figure4_rows(grid: dict, device: str, tokens_per_step: dict[int, float] | None = None) -> list[dict]:
     """Figure 4 as a table: the paper's devices (as reported), then each deployment on `device`: AR call ms, overhead
-    at N = 15/16 and 31/32, projected speedup at N = 32 and at its best N (paper tokens/step), and its best against
+    at N = 16 and 32, projected speedup at N = 32 and at its best N of the paper's 16, 32, 64 (paper tokens/step), and its best against
     the fastest AR call of any deployment on `device`; with `tokens_per_step` (the miniature's measured curve), also
     its best N and speedup with that numerator (paper rows: "-")."""
     paper = paper_figure4(PAPER["figure4_latency"])
@@ -80,8 +80,8 @@ def figure4_rows(grid: dict, device: str, tokens_per_step: dict[int, float] | No
     for name, d in projected(grid, tokens_per_step).items():
         r = d["by_n"]
         rows.append({"device": f"{device}: {name}", "AR call ms": round(d["ar_ms"], 2),
-                     "overhead N=16": _fmt(_at(r, 16, 15, "overhead")), "overhead N=32": _fmt(_at(r, 32, 31, "overhead")),
-                     "speedup N=32": _fmt(_at(r, 32, 31, "paper_speedup"), "x"),
+                     "overhead N=16": _fmt(_at(r, 16, "overhead")), "overhead N=32": _fmt(_at(r, 32, "overhead")),
+                     "speedup N=32": _fmt(_at(r, 32, "paper_speedup"), "x"),
                      "best N (speedup)": f"{d['best_n']} ({d['best_speedup']:.2f}x)" if d["best_n"] else "-",
                      "vs fastest AR": _fmt(max((x["paper_vs_fastest_ar"] for x in r.values()
                                                 if x["paper_vs_fastest_ar"]), default=None), "x"),
@@ -101,9 +101,8 @@ def _best(rows: dict, key: str) -> str:
     return "-" if n is None else f"{n} ({rows[n][key]:.2f}x)"
 
 
-def _at(rows: dict, n: int, alt: int, key: str):
-    r = rows.get(n) or rows.get(alt)
-    return r[key] if r else None
+def _at(rows: dict, n: int, key: str):
+    return rows[n][key] if n in rows else None
 
 
 def _fmt(x, unit: str = "") -> str:
@@ -123,9 +122,18 @@ def overhead_figure(grid: dict, device: str):
         over = {**dev["derived"], **dev["overhead"]}
         ax.scatter([n + 1 for n in over], [1 + o for o in over.values()], marker="*", s=90, color=f"C{7 + j % 3}",
                    zorder=3, label=f"paper: {PAPER_DEVICE_NAMES.get(key, key)}")
-    ax.set(xscale="log", yscale="log", xlabel="query length q = N + 1", ylabel="call cost / AR call (1 + overhead)",
+    ax.set(xscale="log", yscale="log", xlabel="query length q = N + 1 (tokens, log scale)",
+           ylabel="call cost / AR call (1 + overhead)",
            title=f"Figure 4, {device}: what a verify call of q tokens costs")
-    ax.legend(fontsize=7, loc="upper left")
+    points = np.concatenate([line.get_xydata() for line in ax.get_lines()] + [c.get_offsets() for c in ax.collections])
+    qs = sorted({int(round(q)) for q in points[:, 0]})
+    if len(readable_ticks(ax, qs, prefer=[1] + [q for q in qs if q - 1 in paper["ceiling"]] +
+                          [n + 1 for n in powers_of_two([q - 1 for q in qs])])) < len(qs):
+        ax.set_xlabel("query length q = N + 1 (tokens, log scale; dotted: unlabelled q)")
+    top = float(points[:, 1].max())
+    yt = [v for v in (1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64) if v <= 1.1 * top]
+    readable_ticks(ax, yt, axis="y", prefer=[1, 2, 4, 8, 16, 32, 64], min_inches=0.25)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     return fig
 
@@ -149,16 +157,15 @@ def report_lines(m: dict) -> list[str]:
     out = []
     f4 = m.get("figure4_cpu")
     if f4:
-        env = f4.get("environment") or {}
-        flags = env.get("cpu_flags") or []
         best = f4["projected"][f4["best"]]
-        out += ["## Figure 4 for this CPU, at the 0.6B shape", "",
-                markdown(figure4_rows(f4["grid"], "this CPU")), "",
-                f"Measured by `make bench` ({f4['source']}; {env.get('threads')} thread, torch {env.get('torch')}; "
-                f"matrix extensions: {', '.join(flags) or 'none found'}): p50 of the fused call (drafts, attention and "
-                f"heads included) at the exact shape of the 0.6B code predictor, random weights. Speedup: the paper's "
-                f"tokens/step / (1 + overhead), since acceptance does not depend on the device (the paper's Sec. 3.4). "
-                f"Best: {f4['best']} at N = {best['best_n']}, {best['best_speedup']:.2f}x.", ""]
+        out += ["## Figure 4 for a CPU, at the 0.6B shape", "",
+                measured_on(f4.get("environment"), f" (`make bench`, {f4['source']})") + ": p50 of the fused call "
+                "(drafts, attention and heads included) at the exact shape of the 0.6B code predictor, random weights.",
+                "", markdown(figure4_rows(f4["grid"], "measured")), "",
+                "Speedup: the paper's tokens/step (where the paper reports it: N = "
+                + ", ".join(map(str, paper_points())) + ") / (1 + overhead), since acceptance does not depend on the "
+                f"device (the paper's Sec. 3.4). Best: {f4['best']} at N = {best['best_n']}, "
+                f"{best['best_speedup']:.2f}x.", ""]
         out += ["Where the call's time goes (" + f4["phases"]["deployment"] + ", p50 ms): "
                 + "; ".join(f"N = {n}: call {r['call_ms']:.2f}, projections {r['projections_ms']:.2f}, attention and "
                             f"small ops {r['attention_and_small_ops_ms']:.2f}, heads and top-k {r['heads_ms']:.2f}"
@@ -166,7 +173,8 @@ def report_lines(m: dict) -> list[str]:
     dep = m.get("deployments")
     if dep:
         fr = dep["frames"]
-        out += [f"## The miniature in every deployment ({dep['device']})", "", markdown(frames_rows(fr)), "",
+        out += [f"## The miniature in every deployment ({dep['device']})", "", measured_on(dep.get("machine")) + ":", "",
+                markdown(frames_rows(fr)), "",
                 f"Fastest AR loop {fr['fastest_ar']}, fastest speculative loop {fr['fastest_spec']}: "
                 f"{fr['ratios']['spec_over_ar']:.2f}x; fastest official generate {fr['official']}. "
                 + identical_sentence(fr), ""]

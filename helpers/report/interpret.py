@@ -58,9 +58,11 @@ def room_sentence(expected: dict[str, dict[int, float]], ideal: dict[int, float]
     text = (f"At N = {n} the ideal drafter, which drafts the most probable codes of the code predictor's own sampling "
             f"distribution, would expect {ideal[n]:.3f} tokens/step; the drafters expect {lines}.")
     if "reused" in expected:
-        text += (f" Its lead over the reused heads, {ideal[n] - expected['reused'][n]:+.3f}, is about the most any "
-                 f"drafter reading h_t could add here: that room is set by how spread out the code predictor's own "
-                 f"distribution is (below), not by the drafter.")
+        text += (f" Its lead over the reused heads, {ideal[n] - expected['reused'][n]:+.3f}, measures the room a "
+                 f"drafter reading h_t has here. It is a reference point, not a bound: a trained drafter can beat "
+                 f"the ideal drafter where its enumeration misses mass, and a drafter that is not greedy per depth "
+                 f"could do better still; both stay small while the code predictor's own distribution is as spread "
+                 f"out as below.")
     return text + " (The ideal drafter's table has 8 ranks and comes from `ceiling_frames` frames: an estimate.)"
 
 
@@ -108,3 +110,26 @@ def asr_has_signal(wer_codec: float | None) -> bool | None:
     """Whether the ASR's WER can say anything: None where there is no WER, False where even the ground-truth codes
     decoded score above NO_SIGNAL_WER."""
     return None if wer_codec is None else wer_codec <= NO_SIGNAL_WER
+
+
+def training_sentence(training: dict[str, dict], max_epochs: int, lrs: list[float]) -> str:
+    """How each drafter's training ended, from its record (`stages.drafters(...).training`: lr, best_epoch,
+    val_loss per epoch with the untrained loss first): stopped early or ran to the epoch cap (the held-out loss
+    still falling there or not), and whether the sweep picked its largest or smallest learning rate."""
+    parts = []
+    for kind, t in training.items():
+        runs, loss = len(t["val_loss"]) - 1, t["val_loss"]
+        if runs < max_epochs:
+            text = f"{kind} stopped early after {runs} of at most {max_epochs} epochs (kept epoch {t['best_epoch']})"
+        else:
+            falling = loss[-1] < loss[-2]
+            text = (f"{kind} ran to the cap of {max_epochs} epochs with the held-out loss "
+                    + ("still falling (by {:.3f} in the last epoch): not trained to convergence by this recipe's "
+                       "measure".format(loss[-2] - loss[-1]) if falling else "no longer falling"))
+        if len(lrs) > 1 and float(t["lr"]) in (max(lrs), min(lrs)):
+            edge = "largest" if float(t["lr"]) == max(lrs) else "smallest"
+            text += f", at the {edge} learning rate of the sweep ({t['lr']:g}; one beyond it was not tried)"
+        else:
+            text += f", at learning rate {t['lr']:g}"
+        parts.append(text)
+    return ("How training ended: " + "; ".join(parts) + ".") if parts else ""

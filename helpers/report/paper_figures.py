@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from helpers.report.plots import sns      # first: the headless backend and the shared theme
+from helpers.report.plots import powers_of_two, readable_ticks, tree_size_label
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -270,21 +271,22 @@ def speedup_and_overhead(by_n: dict, device: str, frames: int, calls: int, paper
                     ov.scatter([n + 1 for n in on], [1.0 + d[key][n] for n in on], marker=marker, s=40, color=color,
                                label=f"paper: {name}{suffix}", zorder=3)
     ax.axhline(1.0, color="0.5", lw=0.8)
-    ticks = sorted(set(ns) | (set(paper["ceiling"]) if paper else set()))
-    ax.set(xscale="log", xlabel="tree size N (nodes)", ylabel="speedup over AR (x) / tokens per call",
+    paper_ns = sorted(paper["ceiling"]) if paper else []
+    ticks = sorted(set(ns) | set(paper_ns))
+    ax.set(xscale="log", ylabel="speedup over AR (x) / tokens per call",
            title="Speedup vs tree size, each under its own ceiling")
-    ax.set_xticks(ticks, [str(n) for n in ticks])
-    ax.minorticks_off()
+    ax.set_xlabel(tree_size_label(len(readable_ticks(ax, ticks, prefer=paper_ns + powers_of_two(ticks))) < len(ticks)))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ov.set(xscale="log", yscale="log", xlabel="query length q = N + 1 (tokens)",
+    ov.set(xscale="log", yscale="log", xlabel="query length q = N + 1 (tokens, log scale)",
            ylabel="call time / AR call time (1 + overhead)", title="Verify-call cost vs query length")
     points = np.concatenate([c.get_offsets() for c in ov.collections] + [line.get_xydata() for line in ov.get_lines()])
     qs = sorted({int(q) for q in points[:, 0]})
-    ov.set_xticks(qs, [str(q) for q in qs])
-    ov.minorticks_off()
+    prefer = [1] + [n + 1 for n in paper_ns + powers_of_two([q - 1 for q in qs])]       # the paper's q first
+    if len(readable_ticks(ov, qs, prefer=prefer)) < len(qs):
+        ov.set_xlabel("query length q = N + 1 (tokens, log scale; dotted: unlabelled q)")
     top = float(points[:, 1].max())
     yt = [v for v in (1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32) if v <= 1.1 * top]
-    ov.set_yticks(yt, [f"{v:g}" for v in yt])
+    readable_ticks(ov, yt, axis="y", prefer=[1, 2, 4, 8, 16, 32], min_inches=0.25)
     ov.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig

@@ -25,29 +25,89 @@ def save(fig, folder: str | Path, name: str) -> Path:
                                                                             bbox_inches="tight"))
 
 
-def loss_curves(history: dict[str, list[float]]):
-    """Training loss per step, one line per drafter."""
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for name, losses in history.items():
-        ax.plot(np.arange(1, len(losses) + 1), losses, label=name)
-    ax.set(xlabel="training step", ylabel="summed draft cross-entropy (nats)", title="Drafter training")
-    ax.legend()
+def spaced(values, positions, min_gap: float, prefer=()) -> list:
+    """The values to label: `prefer` first (in its order), then the rest from the smallest, each kept only if its
+    position lies at least `min_gap` from every kept one's (positions: one per value, in any unit)."""
+    where = dict(zip(values, positions))
+    kept = []
+    for v in [v for v in prefer if v in where] + sorted(v for v in where if v not in prefer):
+        if all(abs(where[v] - where[k]) >= min_gap for k in kept):
+            kept.append(v)
+    return sorted(kept)
+
+
+def readable_ticks(ax, values, axis: str = "x", prefer=(), min_inches: float = 0.4, fmt=lambda v: f"{v:g}") -> list:
+    """Tick `values` on an axis (linear or log, limits already set) with labels that cannot collide: only a subset no
+    two of which lie closer than `min_inches` carries a label (`spaced`, `prefer` first); the others stay as
+    unlabelled minor ticks with a faint grid line. Returns the labelled values."""
+    values = sorted(set(values))
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    lo, hi = ax.get_xlim() if axis == "x" else ax.get_ylim()
+    box = ax.get_position()
+    inches = (box.width * ax.figure.get_figwidth()) if axis == "x" else (box.height * ax.figure.get_figheight())
+    f = np.log10 if a.get_scale() == "log" else np.asarray
+    span = abs(float(f(hi) - f(lo))) or 1.0
+    labelled = spaced(values, [float(f(v)) / span * inches for v in values], min_inches, prefer)
+    rest = [v for v in values if v not in labelled]
+    a.set_ticks(labelled, [fmt(v) for v in labelled])
+    a.set_ticks(rest, [""] * len(rest), minor=True)
+    if rest:
+        ax.grid(True, which="minor", axis=axis, color="0.8", lw=0.6, ls=":")
+    return labelled
+
+
+def powers_of_two(values) -> list:
+    """The values that are powers of two, largest first (the tick labels to prefer on an axis of tree sizes)."""
+    return sorted((v for v in values if v >= 1 and float(np.log2(v)).is_integer()), reverse=True)
+
+
+def tree_size_label(thinned: bool) -> str:
+    """The x label of an axis of tree sizes N on a log scale; thinned: some N carry no label (a dotted line)."""
+    return "tree size N (nodes, log scale" + ("; dotted: unlabelled N)" if thinned else ")")
+
+
+def running_mean(x, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Trailing running mean of x over `window` steps: (step of each mean, 1-based, the window's last step; means).
+    Shorter than the window: x itself at its own steps."""
+    x = np.asarray(x, float)
+    if len(x) < window or window <= 1:
+        return np.arange(1, len(x) + 1), x
+    return np.arange(window, len(x) + 1), np.convolve(x, np.ones(window) / window, mode="valid")
+
+
+def loss_curves(history: dict[str, list[float]], window: int = 50):
+    """Training loss per step, one line per drafter: the running mean over `window` steps (solid, plotted at the
+    window's last step), every step faint behind it. A run shorter than 5 windows gets a window of a fifth of its
+    shortest curve (the legend says which)."""
+    shortest = min((len(v) for v in history.values()), default=0)
+    window = min(window, max(1, shortest // 5))
+    fig, ax = plt.subplots(figsize=(7.5, 3.5))
+    for i, (name, losses) in enumerate(history.items()):
+        if window > 1:
+            ax.plot(np.arange(1, len(losses) + 1), losses, color=f"C{i}", lw=0.5, alpha=0.18)
+        ax.plot(*running_mean(losses, window), color=f"C{i}", lw=1.8, label=name)
+    ax.set(xlabel="training step (batch)", ylabel="summed draft cross-entropy\n(nats per frame)",
+           title="Drafter training")
+    ax.legend(title=f"running mean over {window} steps\n(faint: every step)" if window > 1 else "every step",
+              title_fontsize=8, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
     return fig
 
 
 def topm_accuracy(tables: dict[str, list[list[float]]], title: str):
     """Top-m draft accuracy per depth: cumulative a[d][r] over ranks; one panel per depth."""
     depth = len(next(iter(tables.values())))
-    fig, axes = plt.subplots(1, depth, figsize=(3.2 * depth, 3), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, depth, figsize=(3.2 * depth, 3.3), sharey=True, squeeze=False, layout="constrained")
     for j, ax in enumerate(axes[0]):
         for name, a in tables.items():
             top_m = np.cumsum(a[j])
             ax.plot(np.arange(1, len(top_m) + 1), top_m, marker="o", label=name)
         ax.set(title=f"depth {j + 1}", xlabel="m (drafts kept)", ylim=(0, 1))
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     axes[0][0].set_ylabel("top-m accuracy")
-    axes[0][-1].legend()
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncol=len(tables), fontsize=9,
+               frameon=False)
     fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 
@@ -91,9 +151,9 @@ def tokens_vs_tree_size(expected: dict[str, dict[int, float]], measured: dict[st
             shift = 1 + 0.06 * (i - (count - 1) / 2)          # side by side on the log axis: none hides another
             ax.plot([n * shift for n in mn], [measured[name][n] for n in mn], marker=markers[i % len(markers)],
                     mfc="none", color=f"C{i}", label=f"{name} measured")
-    ax.set(xscale="log", xlabel="tree size N", ylabel="tokens per call", title="Tokens/step vs tree size")
-    ax.set_xticks(sorted(next(iter(expected.values()))), labels=[str(n) for n in sorted(next(iter(expected.values())))])
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set(xscale="log", ylabel="tokens per call", title="Tokens/step vs tree size")
+    ns = sorted(next(iter(expected.values())))
+    ax.set_xlabel(tree_size_label(len(readable_ticks(ax, ns, prefer=powers_of_two(ns))) < len(ns)))
     ax.axhline(1.0, color="0.5", lw=0.8)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
@@ -108,19 +168,20 @@ def per_language(rows: dict[str, dict], key: str, ylabel: str, paper: dict[str, 
     if paper:
         ax.scatter([c for c in langs if c in paper], [paper[c] for c in langs if c in paper], color="C3",
                    marker="D", zorder=3, label="paper")
-    ax.set(ylabel=ylabel)
-    ax.legend(fontsize=8)
+    ax.set(xlabel="language", ylabel=ylabel)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
     return fig
 
 
 def target_sharpness(entropy: list[float], top_prob: list[float]):
     """Entropy and top probability of the target p_t per code position: what acceptance is capped by."""
-    fig, ax = plt.subplots(figsize=(6, 3))
+    fig, (ent, top) = plt.subplots(2, 1, figsize=(6, 4.4), sharex=True, layout="constrained")
     t = np.arange(1, len(entropy) + 1)
-    ax.plot(t, entropy, marker="o", label="entropy (nats)")
-    ax.plot(t, top_prob, marker="s", label="top probability")
-    ax.set(xlabel="code position t", title="How confident the code predictor is", xticks=t)
-    ax.legend(fontsize=8)
+    ent.plot(t, entropy, marker="o", color="C0")
+    ent.set(ylabel="entropy (nats)", ylim=(0, None), title="How confident the code predictor is")
+    top.plot(t, top_prob, marker="s", color="C1")
+    top.set(xlabel="code position t", ylabel="top probability", ylim=(0, 1), xticks=t)
     return fig
 
 
@@ -129,19 +190,23 @@ def round_phases(profile: dict, device: str):
     phase (host = query + walk + commit), AR step / round written above each speculative bar."""
     parts = {"layers": ("layers",), "heads (+ drafts)": ("heads",), "sample": ("sample",),
              "host: query, walk, commit": ("query", "walk", "commit")}
-    rows = {"AR step": profile["ar"], **{f"N={n}": r for n, r in profile["trees"].items()}}
-    fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    trees = dict(sorted(profile["trees"].items(), key=lambda kv: int(kv[0])))     # by N, whatever the key type
+    rows = {"AR\nstep": profile["ar"], **{str(n): r for n, r in trees.items()}}
+    fig, ax = plt.subplots(figsize=(max(6.5, 3.5 + 0.45 * len(rows)), 3.6))
+    x = np.arange(len(rows))
     bottom = np.zeros(len(rows))
     for label, phases in parts.items():
         ms = np.array([sum(r.get(p, 0.0) for p in phases) for r in rows.values()])
-        ax.bar(list(rows), ms, bottom=bottom, label=label)
+        ax.bar(x, ms, bottom=bottom, label=label)
         bottom += ms
-    for i, r in enumerate(profile["trees"].values(), start=1):
+    for i, r in enumerate(trees.values(), start=1):
         ax.annotate(f"{r['ratio']:.2f}", (i, bottom[i]), ha="center", va="bottom", fontsize=8)
-    ax.axhline(bottom[0], color="0.3", lw=0.8, ls="--")
-    ax.set(ylabel="ms per AR step / per round",
-           title=f"Where a round's time goes on {device} (above: AR step / round)")
-    ax.legend(fontsize=7, loc="upper left")
+    ax.axhline(bottom[0], color="0.3", lw=0.8, ls="--", label="one AR step")
+    ax.set_xticks(x, list(rows), rotation=90 if len(rows) > 14 else 0)
+    ax.set(xlabel="speculative round at tree size N (first bar: one AR step)", ylabel="ms per AR step / per round",
+           ylim=(0, 1.1 * bottom.max()), title=f"Where a round's time goes on {device} (above: AR step / round)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
     return fig
 
 
@@ -149,7 +214,8 @@ def draft_acceptance_by_position(diag, names: list[str] | None = None):
     """Diagnostics (`helpers.method.diagnostics.Diagnostics`): acceptance E[p_target(rank-0 draft)] of c_{t+j} vs
     start position t, one panel per depth j, one line per drafter ("own": H_{t+j} on h_{t+j}, no mismatch)."""
     names = names or [k for k in diag.scores if k != "own_ideal_frames"]
-    fig, axes = plt.subplots(1, diag.depth, figsize=(3.6 * diag.depth, 3.2), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, diag.depth, figsize=(3.6 * diag.depth, 3.6), sharey=True, squeeze=False,
+                             layout="constrained")
     for j, ax in enumerate(axes[0]):
         for i, name in enumerate(names):
             s = diag.scores[name]
@@ -158,17 +224,18 @@ def draft_acceptance_by_position(diag, names: list[str] | None = None):
             ax.plot(t, acc, marker="o" if name == "ideal" else ".", ls=":" if name == "ideal" else "-",
                     color="k" if name == "own" else f"C{i}", label=f"{name} (n={s.frames})")
         ax.set(title=f"depth j = {j + 1}", xlabel="start position t (drafting c_{t+j})", ylim=(0, None))
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     axes[0][0].set_ylabel("acceptance E[p_target(draft)]")
-    axes[0][-1].legend(fontsize=7, loc="best")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
     fig.suptitle("Rank-0 draft acceptance per position, teacher-forced validation (n = frames)")
-    fig.tight_layout()
     return fig
 
 
 def translation_constancy(diag):
     """Cosine of each start's mean displacement E[h_{t+j} - h_t] to the mean over t, after (solid) and before
     (dashed) the final norm; the legend gives the share of the displacement one shared vector explains."""
-    fig, ax = plt.subplots(figsize=(6.5, 3.4))
+    fig, ax = plt.subplots(figsize=(6.5, 4.2), layout="constrained")
     for key, ls in (("normed", "-"), ("prenorm", "--")):
         c = diag.translation.get(key)
         if c is None:
@@ -180,14 +247,15 @@ def translation_constancy(diag):
                           f"(shared vector explains {float(c.shared_share[j]):.1%})")
     ax.set(xlabel="start position t", ylabel="cosine(m_t,j , mean over t)", ylim=(-1.05, 1.05),
            title="Is h_{t+j} - h_t one vector for every t? (1 = a translation)")
-    ax.legend(fontsize=6, loc="lower left", ncol=2)
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", fontsize=7, ncol=2, frameon=False)
     return fig
 
 
 def codebook_usage(usage):
     """Per codebook c1..c15: unigram entropy (bits) beside log2(codebook size), and the top code's share."""
     c = np.arange(1, len(usage.entropy_bits) + 1)
-    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    fig, ax = plt.subplots(figsize=(6.5, 3.6), layout="constrained")
     ax.bar(c, usage.max_bits.numpy(), color="0.85", label="log2(codebook size): uniform use")
     ax.bar(c, usage.entropy_bits.numpy(), color="C0", label="unigram entropy")
     ax.set(xlabel="codebook (code position)", ylabel="bits", xticks=c,
@@ -198,5 +266,5 @@ def codebook_usage(usage):
     twin.grid(False)
     lines = ax.get_legend_handles_labels()
     more = twin.get_legend_handles_labels()
-    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="lower right")
+    fig.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="outside lower center", ncol=3, frameon=False)
     return fig

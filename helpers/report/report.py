@@ -9,6 +9,8 @@ from pathlib import Path
 
 from helpers.artifacts import atomic_write, load_json
 from helpers.report import cpu_figure4
+from helpers.measure.machine import measured_on
+from helpers.report.comparison import comparison_rows
 from helpers.report.latency_metrics import COLUMNS as LATENCY_COLUMNS
 from helpers.report.paper import PAPER, PAPER_DRAFTERS
 from helpers.report.summary import summary_lines
@@ -123,7 +125,8 @@ def sections(run_dir: Path, m: dict) -> list[str]:
         for device, by_n in m["latency"].items():
             rows = [{"N": int(n), **{c: by_n[n].get(c) for c in LATENCY_COLUMNS}}
                     for n in sorted((k for k in by_n if k.isdigit()), key=int)]
-            out += [f"## Latency on {device} ({by_n.get('dtype')})", "", markdown(rows), "",
+            out += [f"## Latency on {device} ({by_n.get('dtype')})", "",
+                    measured_on(by_n.get("machine") or run.get("machine")) + ":", "", markdown(rows), "",
                     f"Best N {by_n.get('best_n')}; AR call p50 {by_n.get('ar_call_ms_p50', 0):.3f} ms; whole frame: our AR "
                     f"loop {by_n.get('ar_frame_ms', 0):.2f} ms, official `code_predictor.generate` "
                     f"{by_n.get('official_frame_ms', 0):.2f} ms.", ""] + _profile_lines(by_n)
@@ -131,6 +134,9 @@ def sections(run_dir: Path, m: dict) -> list[str]:
     if "coreml" in m:
         out += ["## Core ML export", "", markdown([{"package": k, **v} for k, v in m["coreml"].items()
                                                    if isinstance(v, dict)]), ""]
+    closing = comparison_rows(m)
+    if closing:
+        out += ["## The paper against this run", "", markdown(closing), ""]
     figures = sorted((run_dir / "figures").glob("*.png")) if (run_dir / "figures").is_dir() else []
     if figures:
         out += ["## Figures", ""] + [f"![{f.stem}](figures/{f.name})" for f in figures] + [""]

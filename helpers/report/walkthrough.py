@@ -29,10 +29,13 @@ TOY_SPEC = TinyTalkerSpec(hidden_size=16, num_heads=2, num_kv_heads=2, head_dim=
 TOY_TREE = ((0,), (1,), (0, 0))         # two candidates for the first drafted code, one for the second
 
 
-def toy_decoder(seed: int = 0, depth: int = 2, tree=TOY_TREE) -> SpeculativeDecoder:
-    """An official tiny talker (vocabulary 4, codes c1..c5, float64) with reused heads as drafter, K = `depth`."""
+def toy_decoder(seed: int = 0, depth: int = 2, tree=TOY_TREE, sampler: SamplerConfig | None = None
+                ) -> SpeculativeDecoder:
+    """An official tiny talker (vocabulary 4, codes c1..c5, float64) with reused heads as drafter, K = `depth`,
+    the deployed sampler unless `sampler` is given."""
     predictor = CodePredictor.from_talker(build_tiny_talker(TOY_SPEC, seed=seed), max_query=len(tree) + 1)
-    return SpeculativeDecoder(predictor, make_drafter("reused", predictor, depth), SparseTree(tree), SamplerConfig())
+    return SpeculativeDecoder(predictor, make_drafter("reused", predictor, depth), SparseTree(tree),
+                              sampler or SamplerConfig())
 
 
 def toy_frame(seed: int = 0, num_codes: int = 5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
