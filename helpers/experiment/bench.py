@@ -25,6 +25,7 @@ from helpers.experiment import stages
 from helpers.experiment.backend_factory import deployment_dtype
 from helpers.experiment.deployment_bench import deployment_comparison
 from helpers.experiment.params import load_params, parse_override
+from helpers.experiment.quiet import silence_banners
 from helpers.measure.compiled_latency import (compiled_round_profile, format_round_profile, format_side_by_side,
                                              side_by_side)
 from helpers.measure.deployments import format_frames, format_grid, format_phases, real_shape_grid
@@ -72,6 +73,7 @@ def main(argv=None) -> dict:
                     help="a parameter over the params file (as for python -m helpers), e.g. -p cache_dir=...")
     ap.add_argument("--out", default="outputs/bench/latency_mini_cpu.json")
     args = ap.parse_args(argv)
+    silence_banners()                    # the libraries' known import banners (SoX's, when the miniature loads)
     if min(args.compiled_sizes) < 1:
         ap.error(f"--compiled-sizes {args.compiled_sizes}: each must be a tree size of at least 1")
     overrides = dict(parse_override(o) for o in args.overrides)

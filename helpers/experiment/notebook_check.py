@@ -1,6 +1,7 @@
-"""What an executed notebook must not hold: progress-bar lines, the libraries' known banners, machine paths, outputs
-longer than a screen (but in a cell tagged `long-output`, whose long output is its point: 08's report), and figures
-without a caption.
+"""What an executed notebook must not hold: anything written to stderr (warnings, banners, bars: a cell's real error is
+an `error` output, not a stream), progress-bar lines, the libraries' known banners, machine paths, outputs longer
+than a screen (but in a cell tagged `long-output`, whose long output is its point: 08's report), and figures without
+a caption.
 
     problems = output_problems(nbformat.read(path, as_version=4), machine_paths=[REPO_ROOT, sys.prefix])
 
@@ -52,6 +53,9 @@ def output_problems(nb, machine_paths=(), parameter_paths=None) -> list[str]:
             text = output_text(output)
             if output.get("output_type") == "stream":
                 streams[output["name"]] = streams.get(output["name"], "") + text
+                if output["name"] == "stderr":
+                    first = next((line.strip() for line in re.split(r"[\r\n]+", text) if line.strip()), "")
+                    problems.append(f"{where}: stderr output {first[:80]!r}")
             elif len(text.splitlines()) > SCREEN_LINES and not long_ok:
                 problems.append(f"{where}: an output of {len(text.splitlines())} lines (more than {SCREEN_LINES})")
             if "image/png" in output.get("data", {}):

@@ -7,9 +7,14 @@ Two things, both done once per process:
   (`helpers.artifacts.note`: "speech: cached (...)") are appended to that log, which the runner shows as its
   progress line; the notebook keeps none of them. `helpers/__init__.py` calls it before any module binds
   `tqdm.auto.tqdm`. Without the variable (JupyterLab) tqdm draws its widget bar and notes are printed.
-* `silence_banners()` (called by `setup` and by every worker process): the libraries' import-time banners listed in
-  `BANNERS` (SoX missing, flash-attn missing, tqdm without ipywidgets, Core ML's runtime missing off macOS, torch's
-  deprecation of the tracing Core ML export uses) are dropped, nothing else.
+* `silence_banners()` (called by `setup`, by every worker process and by `make bench`): the libraries' import-time
+  banners listed in `BANNERS` (SoX missing, flash-attn missing, tqdm without ipywidgets, Core ML's runtime missing off
+  macOS, torch's deprecation of the tracing Core ML export uses, coremltools' untested torch / scikit-learn versions)
+  are dropped, nothing else.
+
+And one scoped filter, `dropped_records(known)`: inside the block, a logger's records that contain one of its known
+messages are dropped (the Core ML export's notes on what it does by design, `helpers.measure.coreml_export`); every
+other record, and everything written to stderr otherwise, still shows.
 """
 
 from __future__ import annotations
@@ -22,13 +27,15 @@ import os
 import sys
 import tempfile
 import warnings
-from contextlib import redirect_stdout
+from contextlib import contextmanager, redirect_stdout
 
 PROGRESS_ENV = "RVQ_PROGRESS_LOG"
 
+# coremltools logs these at import: no Core ML runtime off macOS, a newer torch / scikit-learn than it was tested with.
+CORE_ML_BANNERS = ("Failed to load _ML", "has not been tested with coremltools", "Disabling scikit-learn conversion API")
 # Text of the known banners (a test fails on any of them in an executed notebook).
 BANNERS = ("SoX could not be found", "sox: not found", "flash-attn is not installed", "IProgress not found",
-           "Failed to load _ML", "`torch.jit.trace")
+           "`torch.jit.trace", *CORE_ML_BANNERS)
 # The modules that print them at import, and what of their output is the banner.
 NOISY_IMPORTS = {"sox": BANNERS[:2], "qwen_tts.core.tokenizer_25hz.vq.whisper_encoder": ("flash-attn", "********")}
 
@@ -73,10 +80,29 @@ def silence_banners() -> None:
     warnings.filterwarnings("ignore", message="IProgress not found")
     warnings.filterwarnings("ignore", message="`torch.jit.trace", category=FutureWarning)     # Core ML export's tracing
     warnings.filterwarnings("ignore", message="Converting a tensor to a Python boolean")      # its shape checks, traced
-    logging.getLogger("coremltools").addFilter(lambda record: BANNERS[4] not in record.getMessage())  # no macOS runtime
+    logging.getLogger("coremltools").addFilter(
+        lambda record: not any(b in record.getMessage() for b in CORE_ML_BANNERS))
     if not any(isinstance(f, _QuietFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _QuietFinder())
     _done["banners"] = True
+
+
+@contextmanager
+def dropped_records(known: dict[str, tuple[str, ...]]):
+    """Inside the block, the records of each logger named in `known` ({logger name: messages}) whose message contains
+    one of its messages are dropped; its other records, and other loggers', pass. (A logger's filter sees the records
+    logged on that very logger, not its children's: name the logger that logs.)"""
+    filters = {}
+    for name, messages in known.items():
+        def keep(record, messages=messages):
+            return not any(m in record.getMessage() for m in messages)
+        filters[name] = keep
+        logging.getLogger(name).addFilter(keep)
+    try:
+        yield
+    finally:
+        for name, keep in filters.items():
+            logging.getLogger(name).removeFilter(keep)
 
 
 def without(text: str, known: tuple[str, ...]) -> str:

@@ -12,6 +12,8 @@ the fused call, drafts [1, q, D, m] (next round's candidate ids from every node)
 
 Prediction needs macOS: on Linux `export_calls` converts and reports sizes; on macOS it also runs
 each package on random inputs and compares with PyTorch (`check=True`).
+
+Tracing and conversion drop their known notes on what they do by design (`EXPORT_NOTES`); any other warning shows.
 """
 
 from __future__ import annotations
@@ -24,10 +26,21 @@ import numpy as np
 import torch
 
 from helpers.artifacts import atomic_folder
+from helpers.experiment.quiet import dropped_records
 from helpers.method.predictor import CodePredictor
 from helpers.method.drafters import Drafter
 from helpers.method.fused import FusedCore, FusedStep
 from helpers.method.tree import SparseTree
+
+
+# What tracing and conversion log on every export, by design, {logger: messages}; dropped while `export_calls` runs:
+# - torch.jit.trace reads every attribute of each submodule (looking for exported methods), HF's `loss_function`
+#   property among them, which warns that the config names no loss: the trace never computes a loss;
+# - the calls return (logits, k_new, v_new[, drafts]), a tuple, which coremltools flattens into the named outputs;
+# - coremltools lowers torch.roll with index ranges built as int64 and stored as int32 (mlprogram has no int64
+#   tensors): the values are positions within one dimension, far below 2**31.
+EXPORT_NOTES = {"transformers.modeling_utils": ("was set in the config but it is unrecognized",),
+                "coremltools": ("Tuple detected at graph output", "Saving value type of int64 into a builtin type of int32")}
 
 
 @dataclass
@@ -113,8 +126,9 @@ def export_calls(predictor: CodePredictor, drafter: Drafter, tree: SparseTree, o
     report = ExportReport(predicted=check, note="" if on_mac else
                           "converted on Linux: Core ML prediction (and the numeric check) needs macOS")
     for label, step in (("ar", FusedStep(core, None)), (f"fused_n{tree.size}", FusedStep(core, tree, drafter))):
-        mlmodel, inputs = convert_step(step)
-        variants = [("fp16", mlmodel)] + ([("w8a16", quantize_w8(mlmodel))] if w8a16 else [])
+        with dropped_records(EXPORT_NOTES):
+            mlmodel, inputs = convert_step(step)
+            variants = [("fp16", mlmodel)] + ([("w8a16", quantize_w8(mlmodel))] if w8a16 else [])
         for kind, model in variants:
             path = out_dir / f"{label}_{kind}.mlpackage"
             atomic_folder(path, lambda tmp, model=model: model.save(str(tmp)))

@@ -93,13 +93,20 @@ def codec_loss(section: dict, langs: Sequence[str]) -> float:
     return float(np.mean([section[lang]["per_codec"] - (section[lang]["per_gt"] or 0) for lang in langs]))
 
 
-def phase_costs(seconds: dict, frames: dict) -> dict[str, str]:
-    """What each phase of the quality stage cost, in words: seconds {"wall", "cpu": {phase: s}} and frames
-    {"synthesized": {system: n}, "decoded": n} as `quality(P)` (`helpers.experiment.quality`) returns them
-    -> {phase: "W s wall, C s CPU, M ms CPU per frame"} for the synthesis phases (per system), "control" (per frame
-    redrawn, frames["control"]), "decode" and "scoring" (both per decoded frame), each only where the stage timed it."""
+def phase_cost_rows(seconds: dict, frames: dict) -> list[dict]:
+    """What each phase of the quality stage cost, as a table: seconds {"wall", "cpu": {phase: s}} and frames
+    {"synthesized": {system: n}, "decoded": n} as `quality(P)` (`helpers.experiment.quality`) returns them -> one row
+    per phase the stage timed, {"phase", "frames", "wall s", "CPU s", "CPU ms per frame"}: the synthesis phases (per
+    system, its frames synthesized), "control" (frames redrawn, frames["control"]), "decode" and "scoring" (both per
+    decoded frame)."""
     phases = [*frames["synthesized"].items(), ("control", frames.get("control", 0)), ("decode", frames["decoded"]),
               ("scoring", frames["decoded"])]
-    return {phase: f"{seconds['wall'][phase]:.0f} s wall, {seconds['cpu'][phase]:.0f} s CPU, "
-                   f"{1e3 * seconds['cpu'][phase] / max(n, 1):.0f} ms CPU per frame"
-            for phase, n in phases if phase in seconds["cpu"]}
+    return [{"phase": phase, "frames": n, "wall s": seconds["wall"][phase], "CPU s": seconds["cpu"][phase],
+             "CPU ms per frame": 1e3 * seconds["cpu"][phase] / max(n, 1)}
+            for phase, n in phases if phase in seconds["cpu"]]
+
+
+def phase_costs(seconds: dict, frames: dict) -> dict[str, str]:
+    """`phase_cost_rows` in words: {phase: "W s wall, C s CPU, M ms CPU per frame"}."""
+    return {r["phase"]: f"{r['wall s']:.0f} s wall, {r['CPU s']:.0f} s CPU, {r['CPU ms per frame']:.0f} ms CPU per frame"
+            for r in phase_cost_rows(seconds, frames)}
