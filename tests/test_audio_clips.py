@@ -1,4 +1,4 @@
-"""Sound examples as WAV files with short players (helpers.report.audio): nothing embedded, paths relative."""
+"""Sound examples as WAV files with short players (helpers.experiment.audio): nothing embedded, paths relative."""
 
 import wave
 
@@ -7,7 +7,7 @@ import pytest
 
 from helpers.experiment.params import load_params
 from helpers.experiment.quiet import PROGRESS_ENV
-from helpers.report.audio import players, save_clip, write_wav
+from helpers.experiment.audio import players, save_clip, write_wav
 
 
 def test_a_wav_holds_the_clip_scaled_to_its_peak(tmp_path):

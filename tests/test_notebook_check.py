@@ -89,7 +89,7 @@ def test_the_known_banners_are_silenced_and_nothing_else():
 
 def test_known_records_are_dropped_inside_the_block_only(caplog):
     import logging
-    from helpers.experiment.quiet import dropped_records
+    from helpers.measure.coreml_export import dropped_records
     log = logging.getLogger("rvq.test.quiet")
     with caplog.at_level(logging.WARNING, logger="rvq.test.quiet"):
         with dropped_records({"rvq.test.quiet": ("Tuple detected",)}):
@@ -154,13 +154,18 @@ def test_a_cell_tagged_long_output_may_be_long():
 
 
 def test_the_committed_reference_notebooks_read_clean():
-    """outputs/mini-reference/ is what a visitor reads first: no bars, banners, long dumps, uncaptioned figures, or
-    absolute paths anywhere in the files (outputs, parameters, papermill metadata)."""
+    """outputs/mini-reference/ is what a visitor reads first: no bars, banners, stderr, long dumps, uncaptioned
+    figures, or absolute paths anywhere in the files (outputs, parameters, papermill metadata); every latency names
+    its machine and no paper value is interpolated unlabelled."""
     import re
     from pathlib import Path
+    from helpers.experiment.labelled_numbers import label_problems
+    from helpers.report.cpu_figure4 import paper_points
     root = Path(__file__).resolve().parent.parent / "outputs" / "mini-reference"
     notebooks = sorted(root.glob("*.ipynb"))
     assert [p.stem[:2] for p in notebooks] == [f"{i:02d}" for i in range(9)]
     for path in notebooks:
-        assert output_problems(nbformat.read(path, as_version=4), [Path("/work"), Path("/root"), Path("/home")]) == [], path.name
+        nb = nbformat.read(path, as_version=4)
+        assert output_problems(nb, [Path("/work"), Path("/root"), Path("/home")]) == [], path.name
+        assert label_problems(nb, set(paper_points())) == [], path.name
         assert not re.search(r'"(/work|/root|/home|/tmp)/', path.read_text()), path.name

@@ -12,9 +12,7 @@ Two things, both done once per process:
   macOS, torch's deprecation of the tracing Core ML export uses, coremltools' untested torch / scikit-learn versions)
   are dropped, nothing else.
 
-And one scoped filter, `dropped_records(known)`: inside the block, a logger's records that contain one of its known
-messages are dropped (the Core ML export's notes on what it does by design, `helpers.measure.coreml_export`); every
-other record, and everything written to stderr otherwise, still shows.
+The Core ML export drops its own known notes where it converts (`helpers.measure.coreml_export.dropped_records`).
 """
 
 from __future__ import annotations
@@ -85,24 +83,6 @@ def silence_banners() -> None:
     if not any(isinstance(f, _QuietFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _QuietFinder())
     _done["banners"] = True
-
-
-@contextmanager
-def dropped_records(known: dict[str, tuple[str, ...]]):
-    """Inside the block, the records of each logger named in `known` ({logger name: messages}) whose message contains
-    one of its messages are dropped; its other records, and other loggers', pass. (A logger's filter sees the records
-    logged on that very logger, not its children's: name the logger that logs.)"""
-    filters = {}
-    for name, messages in known.items():
-        def keep(record, messages=messages):
-            return not any(m in record.getMessage() for m in messages)
-        filters[name] = keep
-        logging.getLogger(name).addFilter(keep)
-    try:
-        yield
-    finally:
-        for name, keep in filters.items():
-            logging.getLogger(name).removeFilter(keep)
 
 
 def without(text: str, known: tuple[str, ...]) -> str:

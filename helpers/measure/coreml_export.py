@@ -18,7 +18,9 @@ Tracing and conversion drop their known notes on what they do by design (`EXPORT
 
 from __future__ import annotations
 
+import logging
 import platform
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +28,6 @@ import numpy as np
 import torch
 
 from helpers.artifacts import atomic_folder
-from helpers.experiment.quiet import dropped_records
 from helpers.method.predictor import CodePredictor
 from helpers.method.drafters import Drafter
 from helpers.method.fused import FusedCore, FusedStep
@@ -58,6 +59,24 @@ class ExportReport:
     packages: list[ExportedPackage] = field(default_factory=list)
     predicted: bool = False
     note: str = ""
+
+
+@contextmanager
+def dropped_records(known: dict[str, tuple[str, ...]]):
+    """Inside the block, the records of each logger named in `known` ({logger name: messages}) whose message contains
+    one of its messages are dropped; its other records, and other loggers', pass. (A logger's filter sees the records
+    logged on that very logger, not its children's: name the logger that logs.)"""
+    filters = {}
+    for name, messages in known.items():
+        def keep(record, messages=messages):
+            return not any(m in record.getMessage() for m in messages)
+        filters[name] = keep
+        logging.getLogger(name).addFilter(keep)
+    try:
+        yield
+    finally:
+        for name, keep in filters.items():
+            logging.getLogger(name).removeFilter(keep)
 
 
 def package_size_mb(path: str | Path) -> float:

@@ -3,14 +3,12 @@
     toy_round_rows(tree=((0,), (1,), (0, 0)), depth=2, temperature=1.0, seed=0)   # 00: the toy frame, round by round
     tree_summary(table, size=32, max_depth=3)                                     # 03: the greedy tree of a drafter
 
-Each returns what the notebook shows (Markdown, and a figure for the tree), so that the same call serves papermill
-(the cell runs once with its plain parameters) and JupyterLab (`show`: sliders and boxes through ipywidgets, each
-change re-runs the call; `show`).
+Each returns what the notebook shows (Markdown, and a tree to draw), so that the same call serves the runner (the cell
+runs once with its plain values) and JupyterLab (controls through ipywidgets, each change re-runs the call:
+`helpers.experiment.controls.show`).
 """
 
 from __future__ import annotations
-
-import os
 
 import torch
 
@@ -59,31 +57,3 @@ def tree_summary(table: torch.Tensor, size: int, max_depth: int | None = None, n
             + " / ".join(map(str, tree.nodes_per_depth)) + ", ranks per depth " + " / ".join(map(str, tree.width))
             + f"; expected tokens/step {expected_tokens_per_step(tree, table, num_codes):.3f}.")
     return text, tree
-
-
-def interactive() -> bool:
-    """Sliders where a person runs the notebook (JupyterLab), plain parameters where the runner executes it."""
-    from helpers.experiment.quiet import PROGRESS_ENV
-    return not os.environ.get(PROGRESS_ENV)
-
-
-def show(render, values: dict, ranges: dict | None = None) -> None:
-    """render(**values) once where the runner executes the notebook; in JupyterLab the same with a control per
-    value (`ranges`: (lo, hi) for a slider of ints, (lo, hi, step) for floats, a list for a menu; a text box
-    otherwise), each change re-rendering."""
-    if not interactive():
-        render(**values)
-        return
-    import ipywidgets as w
-
-    def control(name, value):
-        r = (ranges or {}).get(name)
-        if isinstance(r, list):
-            return w.Dropdown(options=r, value=value, description=name)
-        if isinstance(r, tuple) and isinstance(value, int):
-            return w.IntSlider(value=value, min=r[0], max=r[1], description=name)
-        if isinstance(r, tuple):
-            return w.FloatSlider(value=value, min=r[0], max=r[1], step=r[2], description=name)
-        return w.Text(value=str(value), description=name, continuous_update=False)
-
-    w.interact(render, **{k: control(k, v) for k, v in values.items()})
