@@ -228,7 +228,7 @@ def main(argv=None) -> int:
     calib = meter.run("calibration (teacher-forced acceptance, greedy tree N = 16)", calibration)
     b.max_frames = lambda sample: args.frames                          # random weights: EOS never comes
     ar = meter.run(f"AR synthesis ({args.frames} frames)", lambda: b.synthesize(train[0], "ar", seed=3))
-    decoder = SpeculativeDecoder(predictor, drafter, calib[1], stages.sampler(P))
+    decoder = SpeculativeDecoder(predictor, drafter, calib[1], stages.sampler(P), core=b.core)   # the AR's copies
     spec = meter.run(f"speculative synthesis ({args.frames} frames, N = 16)", lambda: b.synthesize(train[0], decoder, seed=3))
     audio = meter.run("decode to audio (speech tokenizer decoder)", lambda: b.decode(spec.codes))
     if any(row[5] != "ok" for row in meter.rows):

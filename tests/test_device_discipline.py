@@ -185,7 +185,8 @@ def test_repeated_synthesis_keeps_one_weight_copy(backend, short):
     b = short(backend)
     sample = b.samples("evaluation")[0]
     sampler = SamplerConfig(**{k: b.talker_sampling[f"subtalker_{k}"] for k in ("top_k", "top_p", "temperature")})
-    decoder = SpeculativeDecoder(b.predictor, make_drafter("reused", b.predictor, 3), TREES["sparse4"], sampler)
+    decoder = SpeculativeDecoder(b.predictor, make_drafter("reused", b.predictor, 3), TREES["sparse4"], sampler,
+                                 core=b.core)
 
     def run(seeds):
         for seed in seeds:
@@ -197,4 +198,4 @@ def test_repeated_synthesis_keeps_one_weight_copy(backend, short):
     run(range(1, 6))
     assert _live_cores() == cores                                       # no weight copy per synthesis
     assert b.predictor is b.predictor
-    assert decoder.core is b.predictor.__dict__["_fused_core"]          # AR call and decoder share the copies
+    assert decoder.core is b.core                                       # AR synthesis and decoder share the copies

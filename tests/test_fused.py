@@ -14,7 +14,7 @@ from conftest import frame_inputs
 from drafting import TABLE, random_drafters
 from helpers.method.calibration import greedy_tree
 from helpers.method.predictor import KVCache, causal_mask
-from helpers.method.decoding import ar_step
+from helpers.method.decoding import ARDecoder
 from helpers.method.fused import FusedCore, FusedStep, fusable
 from helpers.method.round import Drafts, Prefill, TreeIndex
 from helpers.method.sampling import SamplerConfig
@@ -101,7 +101,7 @@ def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned
 
 def test_ar_call_and_prefill_equal_step_by_step(tiny):
     spec, _, cp = tiny
-    step = ar_step(cp)
+    step = ARDecoder(cp).step
     assert step.q == 1 and step.outputs == ("logits", "k_new", "v_new")
     g, c0 = frame_inputs(spec, 3, seed=4)
     cache = cp.new_cache(3)

@@ -10,7 +10,7 @@ from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame
 from helpers.method.decoding import CompiledAR
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import make_drafter
-from helpers.method.fused import FusedStep, shared_core
+from helpers.method.fused import FusedCore, FusedStep
 from helpers.method.kernels import (KERNELS, check_kernel, effective_weight, fits, int8_per_channel, make_linear,
                                     unsupported)
 from helpers.method.parity import code_parity
@@ -83,7 +83,7 @@ def test_a_kernel_refuses_what_it_cannot_run():
     assert packed.official is predictor.official and predictor.kernel == "dense"      # shared modules, not copied
     with pytest.raises(ValueError, match="compiled decoders take a predictor with kernel 'dense'"):
         CompiledAR(packed, SamplerConfig())
-    step = FusedStep(shared_core(packed), None)
+    step = FusedStep(FusedCore(packed), None)
     with pytest.raises(ValueError, match="kernel 'w8a8' runs eagerly"):
         torch.jit.trace(step, step.example_inputs(1))                 # the gathered call (tracing, export, graphs)
 
@@ -93,7 +93,7 @@ def test_a_kernel_refuses_what_it_cannot_run():
 def test_fused_calls_on_a_kernel_track_the_dense_calls(kernel, drafter_kind):
     dtype = DTYPE[kernel]
     dense = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=2, dtype=dtype))
-    if refused_here(kernel, lambda: shared_core(dense.with_kernel(kernel), 3)):
+    if refused_here(kernel, lambda: FusedCore(dense.with_kernel(kernel), 3)):
         return
     packed = dense.with_kernel(kernel)
     drafter = make_drafter(drafter_kind, dense, 3)
@@ -103,7 +103,7 @@ def test_fused_calls_on_a_kernel_track_the_dense_calls(kernel, drafter_kind):
                 p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3), dtype=p.dtype))
     tree = TREES["sparse16"]
     for t in (1, 6):
-        a, b = (FusedStep(shared_core(p, 3), tree, drafter) for p in (dense, packed))
+        a, b = (FusedStep(FusedCore(p, 3), tree, drafter) for p in (dense, packed))
         inputs = a.example_inputs(t)
         out_a, out_b = a.call_at(*inputs[:3], t), b.call_at(*inputs[:3], t)
         scale = out_a[0].float().abs().max()

@@ -15,50 +15,34 @@ inner loop never share random draws: AR and speculative runs with the same seeds
 
 from __future__ import annotations
 
-import weakref
 from types import SimpleNamespace
 
 import torch
 from torch import nn
 
 from helpers.method.predictor import CodePredictor
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import ARDecoder, SpeculativeDecoder
 from helpers.method.sampling import SamplerConfig, frame_uniforms
-
-
-_PREDICTORS: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
-
-
-def talker_predictor(talker: nn.Module, dtype: torch.dtype | None = None) -> CodePredictor:
-    """The one `CodePredictor` of an official talker in `dtype` (default: the talker's own, over its modules; another
-    dtype: over copies, `CodePredictor.from_talker`), built on first use and reused (with it, its fused core and AR
-    call: one weight copy per talker and dtype, however many syntheses). Entries hold the talker's modules, not the
-    talker, so they go when the talker does; they are rebuilt if the talker's modules are replaced."""
-    source = (talker.code_predictor, talker.get_input_embeddings())
-    dtype = dtype or source[0].lm_head[0].weight.dtype
-    by_dtype = _PREDICTORS.setdefault(talker, {})
-    entry = by_dtype.get(dtype)
-    if entry is None or entry[0] is not source[0] or entry[1] is not source[1]:
-        entry = by_dtype[dtype] = (*source, CodePredictor.from_talker(talker, dtype=dtype))
-    return entry[2]
 
 
 class InnerLoop:
     """Context manager swapping `talker.code_predictor.generate` for our decoder.
 
-    decoder: a `SpeculativeDecoder`, or "ar" for our autoregressive loop.
+    decoder: a `SpeculativeDecoder`; an `ARDecoder` (our autoregressive loop, batched); or "ar" for an `ARDecoder`
+    built here over the talker's own code predictor (`CodePredictor.from_talker`; its fused weight copies are built
+    per loop, so a caller running many loops passes its own `ARDecoder`).
     seed: seeds the generator of the per-frame uniforms u [B, 15].
     Records per frame: `calls` (model calls) and `accepted` (drafts accepted per round).
     """
 
-    def __init__(self, talker: nn.Module, decoder: SpeculativeDecoder | str = "ar", seed: int = 0,
-                 predictor: CodePredictor | None = None):
-        if isinstance(decoder, str) and decoder != "ar":
-            raise ValueError(f"decoder must be 'ar' or a SpeculativeDecoder, got {decoder!r}")
+    def __init__(self, talker: nn.Module, decoder: SpeculativeDecoder | ARDecoder | str = "ar", seed: int = 0):
+        if isinstance(decoder, str):
+            if decoder != "ar":
+                raise ValueError(f"decoder must be 'ar' or a SpeculativeDecoder (or an ARDecoder), got {decoder!r}")
+            decoder = ARDecoder(CodePredictor.from_talker(talker))
         self.talker = talker
         self.decoder = decoder
-        self.predictor = decoder.predictor if isinstance(decoder, SpeculativeDecoder) else (
-            predictor or talker_predictor(talker))
+        self.predictor = decoder.predictor
         self.seed = seed
         self.generator = torch.Generator().manual_seed(seed)
         self.calls: list[int] = []
@@ -104,8 +88,8 @@ class InnerLoop:
         g = inputs_embeds[:, 0].to(p.dtype)
         c0 = self.c0_from_embedding(inputs_embeds[:, 1])
         u = frame_uniforms(self.generator, p.num_codes, batch=g.shape[0], device=p.device)
-        if self.decoder == "ar":
-            codes = decode_frame_ar(p, g, c0, sampler, u).codes                   # batched: 15 calls per row
+        if isinstance(self.decoder, ARDecoder):
+            codes = self.decoder.decode_frame(g, c0, sampler, u).codes            # batched: 15 calls per row
             self.calls += [p.num_codes] * g.shape[0]
             self.accepted += [[] for _ in range(g.shape[0])]
         else:

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from helpers.method.decoding import SpeculativeDecoder
-from helpers.method.predictor import CodePredictor
+from helpers.method.decoding import ARDecoder, SpeculativeDecoder
 from helpers.adapter.inner_loop import InnerLoop
 
 
@@ -32,16 +31,15 @@ class Synthesis:
 
 @torch.no_grad()
 def synthesize(model: nn.Module, input_ids: torch.Tensor, language: str, speaker: str | None,
-               decoder: SpeculativeDecoder | str = "ar", seed: int = 0, max_frames: int = 200,
-               non_streaming_mode: bool = False, predictor: CodePredictor | None = None,
-               **talker_sampling) -> Synthesis:
+               decoder: SpeculativeDecoder | ARDecoder | str = "ar", seed: int = 0, max_frames: int = 200,
+               non_streaming_mode: bool = False, **talker_sampling) -> Synthesis:
     """One utterance. input_ids [1, n + 8] chat-formatted; talker_sampling: top_k, temperature, ... for c0;
-    predictor: the AR inner loop's code predictor (default: the talker's own; a decoder brings its own)."""
+    decoder: the inner loop (`InnerLoop`: "ar" builds an `ARDecoder` over the talker's own code predictor)."""
     config = model.talker.generation_config
     if config.pad_token_id is None:              # what transformers would pick anyway, without its warning
         config.pad_token_id = model.config.talker_config.codec_eos_token_id
     torch.manual_seed(seed)
-    with InnerLoop(model.talker, decoder, seed=seed, predictor=predictor) as loop:
+    with InnerLoop(model.talker, decoder, seed=seed) as loop:
         codes, hidden = model.generate(input_ids=[input_ids], languages=[language], speakers=[speaker],
                                        non_streaming_mode=non_streaming_mode, max_new_tokens=max_frames,
                                        **talker_sampling)

@@ -16,14 +16,16 @@ Teacher forcing and synthesis are the same for every backend (they only use the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
 import torch
 from torch import nn
 
+from helpers.method.decoding import ARDecoder
+from helpers.method.fused import FusedCore
 from helpers.method.predictor import CodePredictor
-from helpers.adapter.inner_loop import talker_predictor
 from helpers.adapter.synthesis import Synthesis, synthesize
 from helpers.adapter.talker_inputs import Utterance, talker_states
 
@@ -56,12 +58,19 @@ class Backend:
 
     inner_loop_dtype: torch.dtype | None = None   # the inner loop's dtype (code predictor, drafters); None: the model's
 
-    @property
+    @cached_property
     def predictor(self) -> CodePredictor:
-        """The inner loop every decoder runs (`talker_predictor`: one object per talker and dtype, the one synthesis
+        """The inner loop every decoder runs, built on first use and held by the backend (one object, the one synthesis
         uses): the talker's own code predictor, or a copy of it and of E0 in `inner_loop_dtype`. The talker keeps the
         model's dtype."""
-        return talker_predictor(self.model.talker, self.inner_loop_dtype)
+        return CodePredictor.from_talker(self.model.talker, dtype=self.inner_loop_dtype)
+
+    @cached_property
+    def core(self) -> FusedCore:
+        """The fused weight copies of `predictor`, deep enough for any tree, built on first use and held by the
+        backend: its AR synthesis runs on them and decoders built with `core=backend.core` share them (one copy per
+        backend, however many syntheses and decoders)."""
+        return FusedCore(self.predictor, max_depth=self.predictor.num_codes - 1)
 
     @property
     def codebook_sizes(self) -> list[int]:
@@ -142,14 +151,17 @@ class Backend:
 
     def synthesize(self, sample: Sample, decoder="ar", seed: int = 0, temperature: float | None = None) -> Synthesis:
         """Free-running synthesis of one sample through the official generate (our inner loop in place);
-        `temperature` replaces the backend's for c0 and the inner loop alike (the parity test's control)."""
+        `temperature` replaces the backend's for c0 and the inner loop alike (the parity test's control).
+        decoder: "ar" (an `ARDecoder` on the backend's `core`) or a decoder of `predictor`."""
         sampling = dict(self.talker_sampling)
         if temperature is not None:
             if not temperature > 0:
                 raise ValueError(f"temperature must be > 0, got {temperature}")
             sampling.update(temperature=temperature, subtalker_temperature=temperature)
+        if decoder == "ar":
+            decoder = ARDecoder(self.predictor, self.core)
         return synthesize(self.model, sample.input_ids, self.language(sample.lang), sample.speaker, decoder,
-                          seed=seed, predictor=self.predictor, max_frames=self.max_frames(sample), non_streaming_mode=self.non_streaming_mode,
+                          seed=seed, max_frames=self.max_frames(sample), non_streaming_mode=self.non_streaming_mode,
                           **sampling)
 
     def dataset_table(self, samples_of: Callable[[str], list[Sample]] | None = None, roles=ROLES) -> list[dict]:

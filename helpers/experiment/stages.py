@@ -176,9 +176,10 @@ def diagnostics(P: RunParams) -> Diagnostics:
 
 
 def decoder(P: RunParams, kind: str, n: int) -> SpeculativeDecoder:
-    """The speculative decoder of drafter `kind` with its calibrated tree of size n."""
+    """The speculative decoder of drafter `kind` with its calibrated tree of size n (on the backend's one core)."""
     b = backend(P)
-    return SpeculativeDecoder(b.predictor, drafters(P).drafters[kind], calibration(P).trees[kind][n], sampler(P))
+    return SpeculativeDecoder(b.predictor, drafters(P).drafters[kind], calibration(P).trees[kind][n], sampler(P),
+                              core=b.core)
 
 
 def inner_loop_in(P: RunParams, dtype: torch.dtype, device: torch.device | str | None = None) -> tuple[CodePredictor, Drafter]:

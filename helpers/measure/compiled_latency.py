@@ -21,7 +21,7 @@ import torch
 from helpers.measure.latency import official_generate
 from helpers.measure.timing import device_sync, interleaved, time_calls
 from helpers.method.compiler import CallCompiler, check_compile_mode
-from helpers.method.decoding import CompiledAR, CompiledSpeculative, SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import CompiledAR, CompiledSpeculative, frame_decoders
 from helpers.method.drafters import Drafter
 from helpers.method.fused import FusedCore, FusedStep
 from helpers.method.round import ARStep, Drafts, Round
@@ -45,6 +45,7 @@ def side_by_side(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Sp
         (how many times faster a is than b), "fastest_ar", "fastest_spec", "best_n"}
     """
     device = predictor.device
+    ar, eager_spec = frame_decoders(predictor, drafter, trees if eager else {}, sampler)   # ar: the reference too
     systems: dict[str, object] = {}
     if eager:
         systems["ar"] = None
@@ -56,7 +57,7 @@ def side_by_side(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Sp
             compiled[f"arframe_{mode}"] = CompiledAR(predictor, sampler, mode, torch_backend, frame=True)
     for n, tree in trees.items():
         if eager:
-            systems[f"spec{n}"] = SpeculativeDecoder(predictor, drafter, tree, sampler)
+            systems[f"spec{n}"] = eager_spec[n]
         if mode != "none":
             compiled[f"spec{n}_{mode}"] = CompiledSpeculative(predictor, drafter, tree, sampler, mode, torch_backend)
     compile_s = {}
@@ -71,10 +72,10 @@ def side_by_side(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Sp
     def runs_of(j):
         gi, ci, ui = g[j:j + 1], c0[j:j + 1], u[j:j + 1]
         if j not in reference:
-            reference[j] = decode_frame_ar(predictor, gi, ci, sampler, ui).codes
+            reference[j] = ar.decode_frame(gi, ci, sampler, ui).codes
         runs = {}
         for name, dec in systems.items():
-            runs[name] = ((lambda: decode_frame_ar(predictor, gi, ci, sampler, ui)) if dec is None
+            runs[name] = ((lambda: ar.decode_frame(gi, ci, sampler, ui)) if dec is None
                           else (lambda dec=dec: dec.decode_frame(gi, ci, ui)))
         if official:
             runs["official"] = lambda: official_generate(predictor, gi, ci, sampler)

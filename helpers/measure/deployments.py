@@ -21,9 +21,9 @@ import torch
 
 from helpers.measure.latency import official_generate
 from helpers.measure.timing import device_sync, interleaved
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import frame_decoders
 from helpers.method.drafters import Drafter, make_drafter
-from helpers.method.fused import FusedStep, shared_core
+from helpers.method.fused import FusedCore, FusedStep
 from helpers.method.kernels import unsupported
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampling import SamplerConfig
@@ -79,7 +79,7 @@ def call_grid(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int
 
     calls, compilers = {}, {}
     for name, (predictor, drafter) in systems.items():
-        core = shared_core(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
+        core = FusedCore(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
         for n, tree in [(0, None), *trees.items()]:
             step = FusedStep(core, tree, drafter if tree is not None else None)
             inputs = step.example_inputs(t)
@@ -123,9 +123,9 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
         "spec_over_official"} (how many times faster)}"""
     from helpers.method.decoding import CompiledAR, CompiledSpeculative
 
-    decoders, compiled, compile_s = {}, {}, {}
+    ars, decoders, compiled, compile_s = {}, {}, {}, {}
     for name, (predictor, drafter) in systems.items():
-        decoders[name] = {n: SpeculativeDecoder(predictor, drafter, tree, sampler) for n, tree in trees.items()}
+        ars[name], decoders[name] = frame_decoders(predictor, drafter, trees, sampler)
         if compiled_sizes and predictor.kernel == "dense":
             compiled[f"ar@{name}+inductor"] = (predictor, CompiledAR(predictor, sampler, "inductor"))
             for n in compiled_sizes:
@@ -145,7 +145,7 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
         out = {}
         for name, (predictor, _) in systems.items():
             gi, ci, ui = g[j:j + 1].to(predictor.dtype), c0[j:j + 1], u[j:j + 1]
-            out[f"ar@{name}"] = lambda p=predictor, gi=gi, ci=ci, ui=ui: decode_frame_ar(p, gi, ci, sampler, ui)
+            out[f"ar@{name}"] = lambda ar=ars[name], gi=gi, ci=ci, ui=ui: ar.decode_frame(gi, ci, sampler, ui)
             for n, dec in decoders[name].items():
                 out[f"spec{n}@{name}"] = lambda dec=dec, gi=gi, ci=ci, ui=ui: dec.decode_frame(gi, ci, ui)
         for key, (predictor, dec) in compiled.items():
@@ -206,7 +206,7 @@ def call_phases(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Spa
     from helpers.method.clock import PhaseClock
     from helpers.method.kernels import apply, in_features
 
-    core = shared_core(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
+    core = FusedCore(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
     clock = PhaseClock(device_sync(predictor.device) if predictor.device.type == "cuda" else None)
     gen = torch.Generator(device=predictor.device).manual_seed(seed)
     jobs = {}
@@ -270,6 +270,22 @@ def real_shape_grid(names=None, sizes=REAL_SIZES, rounds: int = 40, warmup: int 
     grid["shape"] = {k: getattr(QWEN3_TTS_0_6B, k) for k in ("hidden_size", "num_layers", "num_heads", "num_kv_heads",
                                                              "head_dim", "vocab_size", "intermediate_size")}
     return grid
+
+
+def grid_rows(grid: dict) -> list[dict]:
+    """Table rows, one per deployment: AR call p50 ms, then per N "call p50 ms (overhead)"."""
+    rows = {k: v for k, v in grid.items() if isinstance(v, dict) and "by_n" in v and "ar_ms" in v}
+    sizes = sorted({int(n) for v in rows.values() for n in v["by_n"]})
+    return [{"deployment": name, "AR call ms": v["ar_ms"],
+             **{f"N={n} ms (overhead)": f"{v['by_n'][n]['call_ms']:.2f} ({v['by_n'][n]['overhead']:+.2f})"
+                if n in v["by_n"] else "-" for n in sizes}} for name, v in rows.items()]
+
+
+def phase_rows(phases: dict) -> list[dict]:
+    """Table rows, one per N (0: the AR call): where a call's time goes, p50 ms."""
+    return [{"N": n, "q": r["q"], "call ms": r["call_ms"], "projections ms": r["projections_ms"],
+             "attention and small ops ms": r["attention_and_small_ops_ms"], "heads and top-k ms": r["heads_ms"]}
+            for n, r in phases["by_n"].items()]
 
 
 def format_grid(grid: dict) -> str:

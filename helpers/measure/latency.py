@@ -24,9 +24,9 @@ import numpy as np
 import torch
 
 from helpers.method.predictor import CodePredictor
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import frame_decoders
 from helpers.method.drafters import Drafter
-from helpers.method.fused import FusedStep, shared_core
+from helpers.method.fused import FusedCore, FusedStep
 from helpers.measure.machine import machine
 from helpers.measure.profile import round_profile
 from helpers.measure.timing import device_sync, interleaved, time_calls
@@ -61,7 +61,7 @@ def call_sweep(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Spar
     device = predictor.device
     if cuda_graph and device.type != "cuda":
         raise ValueError(f"CUDA graphs need a CUDA model, this one is on {device}")
-    core = shared_core(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
+    core = FusedCore(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
 
     def timed(step):
         inputs = step.example_inputs(t)
@@ -97,7 +97,8 @@ def frame_latency(predictor: CodePredictor, drafter: Drafter, trees: dict[int, S
     -> {"frames", "ar_ms", "official_ms", "ar_over_official", "trees": {N: {"frame_ms", "tokens_per_step",
         "measured_speedup", "speedup_over_tps", "identical"}}} (medians of per-frame milliseconds)
     """
-    decoders = {str(n): SpeculativeDecoder(predictor, drafter, tree, sampler) for n, tree in trees.items()}
+    ar, decoders = frame_decoders(predictor, drafter, trees, sampler)
+    decoders = {str(n): dec for n, dec in decoders.items()}
     times: dict[str, list[float]] = {"ar": [], "official": [], **{n: [] for n in decoders}}
     calls = {n: 0 for n in decoders}
     same = {n: 0 for n in decoders}
@@ -105,7 +106,7 @@ def frame_latency(predictor: CodePredictor, drafter: Drafter, trees: dict[int, S
 
     def runs_of(j):
         gi, ci, ui = g[j:j + 1], c0[j:j + 1], u[j:j + 1]
-        runs = {"ar": lambda: decode_frame_ar(predictor, gi, ci, sampler, ui),
+        runs = {"ar": lambda: ar.decode_frame(gi, ci, sampler, ui),
                 **{n: (lambda dec=dec: dec.decode_frame(gi, ci, ui)) for n, dec in decoders.items()}}
         if official:
             runs["official"] = lambda: official_generate(predictor, gi, ci, sampler)

@@ -15,7 +15,7 @@ import torch
 
 from helpers.measure.timing import device_sync, interleaved
 from helpers.method.clock import AR_PHASES, ROUND_PHASES, PhaseClock
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import frame_decoders
 from helpers.method.predictor import CodePredictor
 from helpers.method.drafters import Drafter
 from helpers.method.sampling import SamplerConfig
@@ -35,7 +35,7 @@ def round_profile(predictor: CodePredictor, drafter: Drafter, trees: dict[int, S
     """
     sync = device_sync(predictor.device)
     clock = PhaseClock(sync if predictor.device.type == "cuda" else None)
-    decoders = {n: SpeculativeDecoder(predictor, drafter, tree, sampler) for n, tree in trees.items()}
+    ar, decoders = frame_decoders(predictor, drafter, trees, sampler)
     per_frame: dict = {"ar": [], **{n: [] for n in decoders}}
 
     def timed(decode):
@@ -47,7 +47,7 @@ def round_profile(predictor: CodePredictor, drafter: Drafter, trees: dict[int, S
 
     def runs_of(j):
         gi, ci, ui = g[j:j + 1], c0[j:j + 1], u[j:j + 1]
-        return {"ar": timed(lambda: decode_frame_ar(predictor, gi, ci, sampler, ui, clock)),
+        return {"ar": timed(lambda: ar.decode_frame(gi, ci, sampler, ui, clock)),
                 **{n: timed(lambda dec=dec: dec.decode_frame(gi, ci, ui, clock)) for n, dec in decoders.items()}}
 
     for _, out, _ in interleaved(g.shape[0], runs_of, warmup_frames, seed, sync):
@@ -73,6 +73,18 @@ def round_profile(predictor: CodePredictor, drafter: Drafter, trees: dict[int, S
         row["ratio_verify_only"] = a / (a + over["layers"])
         out["trees"][n] = row
     return out
+
+
+def profile_rows(profile: dict) -> list[dict]:
+    """The profile as table rows, one per loop (the AR step, then a round per N): ms per phase and in all, the
+    once-per-frame prefill, and a step / round with its two bounds (free host work; verify only)."""
+    def row(name, r, extra):
+        return {"loop": name, **{p: r.get(p, 0.0) for p in ROUND_PHASES}, "total ms": r["per_call_ms"],
+                "prefill ms (per frame)": r["prefill_ms"], **extra}
+    rows = [row("AR step", profile["ar"], {"AR step / round": 1.0, "free host": None, "verify only": None})]
+    rows += [row(f"round, N = {n}", r, {"AR step / round": r["ratio"], "free host": r["ratio_free_host"],
+                                        "verify only": r["ratio_verify_only"]}) for n, r in profile["trees"].items()]
+    return rows
 
 
 def format_profile(profile: dict) -> str:

@@ -5,7 +5,7 @@ uniforms they return the same codes; only the number of calls differs. Both run 
 `helpers.method.fused` (the AR loop at q = 1, the speculative rounds at q = N + 1), so a speed comparison between
 them compares the calls, not two implementations.
 
-- `decode_frame_ar`: the reference AR loop (eager, any kernel, any batch).
+- `ARDecoder`: the reference AR loop (eager, any kernel, any batch); `decode_frame_ar` runs one on a fresh one.
 - `SpeculativeDecoder`: a prefill, then one `helpers.method.round.Round` per round; `compile` runs the very same
   modules eagerly ("none"), compiled by inductor, or captured as CUDA graphs (`helpers.method.compiler`). The host
   reads one integer a round (the next root position, to pick the next pruned tree's module).
@@ -22,7 +22,7 @@ import torch
 from helpers.method.clock import no_clock
 from helpers.method.compiler import CallCompiler
 from helpers.method.drafters import Drafter
-from helpers.method.fused import FusedCore, FusedStep, shared_core
+from helpers.method.fused import FusedCore, FusedStep
 from helpers.method.predictor import CodePredictor
 from helpers.method.round import ARFrame, ARStep, Drafts, Prefill, Round, check_device_drafter
 from helpers.method.sampling import SamplerConfig, sample, target_probs
@@ -62,40 +62,62 @@ def check_tree(predictor: CodePredictor, drafter: Drafter, tree: SparseTree) -> 
                          f"the predictor allows max_query={predictor.max_query}")
 
 
-def ar_step(predictor: CodePredictor) -> FusedStep:
-    """The AR call (fused module at q = 1) on `predictor`'s shared core (`shared_core`), built once per core and
-    kept on the predictor (it lives as long as the predictor, no longer); the core refreshes if weights change."""
-    core = shared_core(predictor, max_depth=0)
-    step = predictor.__dict__.get("_ar_step")
-    if step is None or step.core is not core:
-        step = FusedStep(core, None)
-        object.__setattr__(predictor, "_ar_step", step)        # a plain attribute: not a registered submodule
-    return step
+def decoder_core(predictor: CodePredictor, max_depth: int, core: FusedCore | None = None) -> FusedCore:
+    """A decoder's fused core: `core` where one is given (weight copies shared with other decoders of `predictor`;
+    its max_depth must cover the decoder's trees), refreshed (the model may have moved since its last frame), else a
+    new one of `max_depth`."""
+    if core is None:
+        return FusedCore(predictor, max_depth=max_depth)
+    if core.predictor is not predictor:
+        raise ValueError("the shared core belongs to another predictor; a decoder's core is its predictor's")
+    if core.max_depth < max_depth:
+        raise ValueError(f"the shared core has max_depth={core.max_depth}, the decoder needs {max_depth}")
+    core.refresh()
+    return core
 
 
-@torch.no_grad()
+class ARDecoder:
+    """The reference AR loop over a fused core: prefill [g, c0], then one AR call (fused module at q = 1) per code.
+
+    Build it once and call `decode_frame` per frame: its core (weight copies, `FusedCore`) and AR call are built here;
+    core: one to share with other decoders of `predictor` (`decoder_core`). The core refreshes at every frame if the
+    official weights changed."""
+
+    def __init__(self, predictor: CodePredictor, core: FusedCore | None = None):
+        self.predictor = predictor
+        self.core = decoder_core(predictor, 0, core)
+        self.step = FusedStep(self.core, None)
+
+    @torch.no_grad()
+    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig, u: torch.Tensor,
+                     clock=no_clock) -> FrameResult:
+        """c1..c15 of a batch of frames, one call per code. g [B, H], c0 [B], u [B, 15].
+
+        clock: a `helpers.measure.profile.PhaseClock` to tell where each phase of the frame ends (profiling)."""
+        predictor, core, step = self.predictor, self.core, self.step
+        _check_frame_inputs(predictor, g, c0, u)
+        core.refresh()
+        cache = predictor.new_cache(g.shape[0])
+        logits, k, v, _ = core.prefill(g, c0, cache.k, cache.v)
+        cache.commit(k, v)
+        codes = [sample(target_probs(logits, sampler), u[:, 0])]
+        clock("prefill")
+        for t in range(1, predictor.num_codes):
+            logits, k, v = step.call_at(codes[-1][:, None], cache.k, cache.v, t, clock)
+            clock("heads")
+            if t + 1 < predictor.num_codes:
+                cache.commit(k, v)
+            clock("commit")
+            codes.append(sample(target_probs(logits[:, 0], sampler), u[:, t]))
+            clock("sample")
+        return FrameResult(torch.stack(codes, dim=1), calls=predictor.num_codes)
+
+
 def decode_frame_ar(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig,
                     u: torch.Tensor, clock=no_clock) -> FrameResult:
-    """Autoregressive c1..c15: prefill [g, c0], then one call per code. g [B, H], c0 [B], u [B, 15].
-
-    clock: a `helpers.measure.profile.PhaseClock` to tell where each phase of the frame ends (profiling)."""
-    _check_frame_inputs(predictor, g, c0, u)
-    step = ar_step(predictor)
-    core = step.core
-    cache = predictor.new_cache(g.shape[0])
-    logits, k, v, _ = core.prefill(g, c0, cache.k, cache.v)
-    cache.commit(k, v)
-    codes = [sample(target_probs(logits, sampler), u[:, 0])]
-    clock("prefill")
-    for t in range(1, predictor.num_codes):
-        logits, k, v = step.call_at(codes[-1][:, None], cache.k, cache.v, t, clock)
-        clock("heads")
-        if t + 1 < predictor.num_codes:
-            cache.commit(k, v)
-        clock("commit")
-        codes.append(sample(target_probs(logits[:, 0], sampler), u[:, t]))
-        clock("sample")
-    return FrameResult(torch.stack(codes, dim=1), calls=predictor.num_codes)
+    """Autoregressive c1..c15 by a new `ARDecoder(predictor)` (one copy of the weights per call: a loop over frames
+    builds one `ARDecoder` and calls its `decode_frame`). g [B, H], c0 [B], u [B, 15]; clock as there."""
+    return ARDecoder(predictor).decode_frame(g, c0, sampler, u, clock)
 
 
 class FrameState:
@@ -135,10 +157,11 @@ class SpeculativeDecoder:
     decode_frame(g [1, H], c0 [1], u [1, 15]) -> FrameResult: the AR codes for the same uniforms. One `Round` per
     distinct pruned tree (the tree pruned at depth 14 - t for a root at c_t; the plain `ARStep` at t = 14).
     compile: "none" (eager: any kernel, any drafter), "inductor" or "cuda_graph" (kernel 'dense', drafters that
-    draft with heads); torch_backend: torch.compile's backend (tests: "aot_eager")."""
+    draft with heads); torch_backend: torch.compile's backend (tests: "aot_eager"). core: a `FusedCore` of
+    `predictor` to share (weight copies) with its other decoders (`decoder_core`); default: the decoder's own."""
 
     def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig,
-                 compile: str = "none", torch_backend: str | None = None):
+                 compile: str = "none", torch_backend: str | None = None, core: FusedCore | None = None):
         check_tree(predictor, drafter, tree)
         self.compiler = CallCompiler(compile, predictor.device, torch_backend)
         if compile != "none":
@@ -146,7 +169,7 @@ class SpeculativeDecoder:
             check_device_drafter(drafter)
         self.predictor, self.drafter, self.tree, self.sampler, self.compile = predictor, drafter, tree, sampler, compile
         depth = max(tree.max_depth, 1)
-        self.core = shared_core(predictor, depth) if compile == "none" else FusedCore(predictor, max_depth=depth)
+        self.core = decoder_core(predictor, depth, core)
         self.state = FrameState(predictor)
         n, buffers = predictor.num_codes, self.state.buffers
         built: dict[SparseTree | None, tuple] = {}
@@ -204,6 +227,15 @@ class SpeculativeDecoder:
             accepted.append(t_next - t - 1)
             t, calls = t_next, calls + 1
         return FrameResult(s.codes.clone()[None], calls, accepted, drafts)
+
+
+def frame_decoders(predictor: CodePredictor, drafter: Drafter, trees: dict, sampler: SamplerConfig
+                   ) -> tuple[ARDecoder, dict]:
+    """The eager decoders a comparison runs side by side, all over one fused core (one weight copy): an `ARDecoder`
+    and a `SpeculativeDecoder` per tree. trees {N: SparseTree} -> (ar, {N: decoder})."""
+    core = FusedCore(predictor, max_depth=max([1] + [tree.max_depth for tree in trees.values()]))
+    return ARDecoder(predictor, core), {n: SpeculativeDecoder(predictor, drafter, tree, sampler, core=core)
+                                        for n, tree in trees.items()}
 
 
 class CompiledSpeculative(SpeculativeDecoder):

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 torch.set_num_threads(1)
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker
 from helpers.method.predictor import CodePredictor
-from helpers.method.fused import FusedStep, shared_core
+from helpers.method.fused import FusedCore, FusedStep
 from helpers.method.fused.core import rms_norm_one_kernel
 from helpers.method.calibration import REFERENCE_TABLE, greedy_tree
 from helpers.method.drafters import make_drafter
@@ -108,7 +108,7 @@ def build(modes):
         dt = base_dtype[mode]
         if dt not in preds:
             p = CodePredictor.from_talker(talker, dtype=dt)
-            preds[dt] = (p, make_drafter("reused", p, 3), shared_core(p, max_depth=3))
+            preds[dt] = (p, make_drafter("reused", p, 3), FusedCore(p, max_depth=3))
         p, dr, core = preds[dt]
         for n in [0] + SIZES:
             step = FusedStep(core, None) if n == 0 else FusedStep(core, trees[n], dr)

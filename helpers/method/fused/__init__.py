@@ -32,7 +32,7 @@ merged q/k norm weights; RoPE tables). Copies are rebuilt by `refresh()` when th
 pointer or version). `step.py` holds `FusedStep`.
 """
 
-from helpers.method.fused.core import FusedCore, rms_norm_one_kernel, shared_core
+from helpers.method.fused.core import FusedCore, rms_norm_one_kernel
 from helpers.method.fused.step import FusedStep, fusable
 
-__all__ = ["FusedCore", "FusedStep", "fusable", "rms_norm_one_kernel", "shared_core"]
+__all__ = ["FusedCore", "FusedStep", "fusable", "rms_norm_one_kernel"]

@@ -164,16 +164,3 @@ class FusedCore(nn.Module):
         h1 = self.final_norm(r1)
         return apply(h1, self.head_linears[0]), k, v, r1 if prenorm else h1
 
-
-def shared_core(predictor: CodePredictor, max_depth: int = 3) -> FusedCore:
-    """The one `FusedCore` of `predictor` (refreshed), reused by its AR call and every decoder built on it.
-
-    Kept as a plain attribute of the predictor, so it lives exactly as long as the predictor (no global cache
-    holding weight copies); replaced by a deeper one when a tree needs more than its max_depth (decoders built
-    on the old one keep it while they live)."""
-    core = predictor.__dict__.get("_fused_core")      # per predictor, so per kernel (`with_kernel` is a new one)
-    if core is None or core.max_depth < max_depth:
-        core = FusedCore(predictor, max_depth=max_depth)
-        object.__setattr__(predictor, "_fused_core", core)      # not a registered submodule (no state_dict entry)
-    core.refresh()
-    return core
