@@ -85,8 +85,8 @@ def test_whole_frames_of_every_deployment_count_tokens_and_identical_frames(talk
 
 
 def test_a_calls_phases_add_up(talker):
-    predictor, drafter = deployed(talker, "reused", names=["w8a8"])["w8a8"]
-    phases = call_phases(predictor, drafter, {16: TREES["sparse16"]}, warmup=1, rounds=3)
+    predictor, _ = deployed(talker, "reused", names=["w8a8"])["w8a8"]
+    phases = call_phases(predictor, {16: TREES["sparse16"]}, warmup=1, rounds=3)
     assert set(phases) == {0, 16} and phases[16]["q"] == 17
     for r in phases.values():
         assert r["projections_ms"] > 0 and r["heads_ms"] > 0

@@ -49,5 +49,5 @@ def deployment_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.T
                                seed=seed, compiled_sizes=compiled_sizes)
     spec = frames["fastest_spec"]                                   # "spec<N>@<deployment>"
     n, name = int(spec.split("@")[0][4:]), spec.split("@")[1].removesuffix("+inductor")
-    phases = {"deployment": name, "by_n": call_phases(*systems[name], {n: trees[n]}, seed=seed)}
+    phases = {"deployment": name, "by_n": call_phases(systems[name][0], {n: trees[n]}, seed=seed)}
     return {"calls": calls, "frames": frames, "phases": phases, "deployments": names, "left_out": left_out(names)}

@@ -70,7 +70,8 @@ def deployed(talker: torch.nn.Module, drafter: Drafter | str, depth: int = 3, na
 @torch.no_grad()
 def call_grid(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int, SparseTree], warmup: int = 10,
               rounds: int = 60, t: int = 1, seed: int = 0, compiled_sizes=()) -> dict:
-    """p50 ms of the AR call and of each tree's fused call (reused-head or trained drafts fused), every deployment;
+    """p50 ms of the AR call and of each tree's verify call, every deployment (the verify call a round makes: its drafts
+    come from the stop node alone, one head call per depth, as in `helpers.method.round`, and are not in it);
     with `compiled_sizes`, also the calls compiled by inductor (`compiler.CallCompiler`) at q = 1 and those N, for
     the dense deployments (inductor lays out their weights itself), as "<name>+inductor" (compile time apart).
 
@@ -78,10 +79,10 @@ def call_grid(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int
     from helpers.method.compiler import CallCompiler
 
     calls, compilers = {}, {}
-    for name, (predictor, drafter) in systems.items():
+    for name, (predictor, _) in systems.items():
         core = FusedCore(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
         for n, tree in [(0, None), *trees.items()]:
-            step = FusedStep(core, tree, drafter if tree is not None else None)
+            step = FusedStep(core, tree)                             # verify only
             inputs = step.example_inputs(t)
             calls[name, n] = lambda step=step, inputs=inputs: step(*inputs)
             if predictor.kernel == "dense" and compiled_sizes and (n == 0 or n in compiled_sizes):
@@ -196,11 +197,11 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
 
 
 @torch.no_grad()
-def call_phases(predictor: CodePredictor, drafter: Drafter, trees: dict[int, SparseTree], warmup: int = 5,
+def call_phases(predictor: CodePredictor, trees: dict[int, SparseTree], warmup: int = 5,
                 rounds: int = 30, t: int = 1, seed: int = 0) -> dict:
     """Where one fused call's time goes (q = 1 and each tree): its projections alone (the same laid-out linears on
     inputs of the same shapes), the rest of the layers (attention over cache and tree, norms, RoPE, copies) and the
-    heads with the drafts' top-k; p50 ms over interleaved rounds.
+    heads (the verify call's: target logits of every query token); p50 ms over interleaved rounds.
 
     -> {N (0: the AR call): {"q", "call_ms", "projections_ms", "attention_and_small_ops_ms", "heads_ms"}}"""
     from helpers.method.clock import PhaseClock
@@ -211,7 +212,7 @@ def call_phases(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Spa
     gen = torch.Generator(device=predictor.device).manual_seed(seed)
     jobs = {}
     for n, tree in [(0, None), *trees.items()]:
-        step = FusedStep(core, tree, drafter if tree is not None else None)
+        step = FusedStep(core, tree)                                 # verify only, as call_grid times it
         tokens, k, v, _ = step.example_inputs(t)
 
         def call(step=step, tokens=tokens, k=k, v=v):
@@ -265,7 +266,7 @@ def real_shape_grid(names=None, sizes=REAL_SIZES, rounds: int = 40, warmup: int 
     grid = call_grid(systems, trees, warmup, rounds, compiled_sizes=compiled_sizes, seed=seed)
     ref = 32 if 32 in trees else max(trees)
     best = min(systems, key=lambda name: grid[name]["by_n"][ref]["call_ms"])
-    grid["phases"] = {"deployment": best, "by_n": call_phases(*systems[best], {n: trees[n] for n in (16, 32)
+    grid["phases"] = {"deployment": best, "by_n": call_phases(systems[best][0], {n: trees[n] for n in (16, 32)
                                                                                if n in trees} or trees, seed=seed)}
     grid["shape"] = {k: getattr(QWEN3_TTS_0_6B, k) for k in ("hidden_size", "num_layers", "num_heads", "num_kv_heads",
                                                              "head_dim", "vocab_size", "intermediate_size")}
