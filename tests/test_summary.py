@@ -89,3 +89,18 @@ def test_mismatch_sentence_from_the_diagnostics():
     assert "own 0.500, reused 0.300, offsets 0.450" in text and "lose 0.200" in text
     assert "normed: 2.0%, 3.0%, 4.0%; prenorm: 90.0%, 80.0%, 70.0%" in text
     assert "offsets 43%, offsets_prenorm 97%" in text
+
+
+def test_the_closing_table_says_why_and_refuses_a_share_of_no_gap():
+    from helpers.report.comparison import comparison_rows
+    m = _metrics(reused=1.5, medusa=2.0, offsets=1.75)
+    m["diagnostics"] = {"drafts": {"own": {"acceptance_by_depth": [0.5]}, "reused": {"acceptance_by_depth": [0.3]}},
+                        "translation": {"normed": {"shared_share": [0.01, 0.02]}}}
+    rows = {r["result"]: r for r in comparison_rows(m)}
+    assert rows["offsets' share of the reused-to-Medusa gap (tokens/step)"]["this run"] == "50%"
+    assert "at most 2.0%" in rows["offsets' share of the reused-to-Medusa gap (tokens/step)"]["why they differ"]
+    assert "0.60 of its probability" in rows["tokens/step, Medusa heads, N = 32"]["why they differ"]
+    assert rows["lossless"]["this run"].startswith("100 / 100")
+    small = {r["result"]: r for r in comparison_rows(_metrics(reused=1.8, medusa=1.82, offsets=1.81))}
+    assert small["offsets' share of the reused-to-Medusa gap (tokens/step)"]["this run"].startswith("no share")
+    assert comparison_rows({"run": {}}) == []

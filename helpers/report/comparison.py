@@ -12,6 +12,7 @@ from statistics import mean
 
 from helpers.measure.machine import machine_name
 from helpers.report.paper import PAPER, PAPER_DRAFTERS
+from helpers.report.summary import MIN_GAP
 
 NAMES = {"reused": "reused heads", "medusa": "Medusa heads", "offsets": "position offsets"}
 
@@ -53,9 +54,11 @@ def _tokens_rows(m: dict) -> list[dict]:
                   "an offset has little to correct" if shared else "")
                + (f"; the drafters learn the code predictor's own draws ({targets}), the paper's the codec's codes"
                   if targets and targets != "codec" else ""))
+        gap = t["medusa"] - t["reused"]
         rows.append(_row("offsets' share of the reused-to-Medusa gap (tokens/step)",
                          f"{(p['offsets'] - p['reused']) / (p['medusa'] - p['reused']):.0%}",
-                         f"{(t['offsets'] - t['reused']) / (t['medusa'] - t['reused']):.0%}", why))
+                         f"{(t['offsets'] - t['reused']) / gap:.0%}" if abs(gap) >= MIN_GAP else
+                         f"no share: the gap, {gap:+.2f}, is below {MIN_GAP} tokens/step", why))
     return rows
 
 
@@ -63,7 +66,7 @@ def _quality_rows(m: dict) -> list[dict]:
     rows, lo = [], m.get("lossless")
     if lo:
         rows.append(_row("lossless", "WER parity", f"{lo['frames_identical']:,} / {lo['frames_compared']:,} frames "
-                         f"identical ({lo['inner_loop_dtype']})", "the run compares the codes themselves: in float64, "
+                         f"identical ({lo.get('inner_loop_dtype', 'dtype not recorded')})", "the run compares the codes themselves: in float64, "
                          "with each position's uniform shared by both loops, they must be equal"))
     langs = {k: v for k, v in m.get("languages", {}).items() if v.get("per_ar") is not None}
     if langs:

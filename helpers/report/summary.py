@@ -131,7 +131,7 @@ def headline_lines(m: dict) -> list[str]:
     lo, d = m.get("lossless"), m.get("drafters", {})
     if lo:
         lines.append(f"- Exact: {lo['frames_identical']:,} of {lo['frames_compared']:,} speculative frames equal the "
-                     f"AR frames of the same seeds ({lo.get('inner_loop_dtype')}).")
+                     f"AR frames of the same seeds ({lo.get('inner_loop_dtype', 'dtype not recorded')}).")
     if "reused" in d and "offsets" in d:
         n, r, o = P.get("tree_size"), d["reused"]["tokens_per_step"], d["offsets"]["tokens_per_step"]
         med = d.get("medusa", {}).get("tokens_per_step")
