@@ -89,7 +89,7 @@ def _speed_rows(m: dict) -> list[dict]:
         at32 = lat.get("32")
         if at32 and at32.get("measured_speedup"):
             rows.append(_row("measured speedup at N = 32", f"{m3['speedup_at_N32']:.2f}x (M3 Pro, ANE)",
-                             f"{at32['measured_speedup']:.2f}x ({device}, {machine_name(machine)})",
+                             f"{at32['measured_speedup']:.2f}x ({device}, {machine_name(lat.get('machine') or machine)})",
                              f"a verify call of 33 tokens costs {1 + at32['overhead']:.2f} AR calls here, "
                              f"{1 + m3['overhead_at_N32']:.3f} on the M3 Pro's Neural Engine: speedup is tokens/step "
                              "over that cost"))

@@ -46,16 +46,17 @@ def results_rows(m: dict) -> list[dict]:
                                         for k in ("per_gt", "per_codec", "per_ar", "per_spec")),
                  "paper (0.6B)": "WER en {:.2f} / {:.2f} % (AR / spec.)".format(
                      PAPER["table3_languages"]["en"]["ar"]["wer"], PAPER["table3_languages"]["en"]["spec"]["wer"])})
-    machine = m["run"].get("machine")
     dep = m.get("deployments")
     if dep:
         fr = dep["frames"]
-        rows.append({"result": f"miniature, whole frames: fastest speculative / fastest AR loop ({measured_on(machine)})",
+        where = measured_on(dep.get("machine") or m["run"].get("machine"))
+        rows.append({"result": f"miniature, whole frames: fastest speculative / fastest AR loop ({where})",
                      "this run": f"{fr['ratios']['spec_over_ar']:.2f}x ({fr['fastest_spec']} / {fr['fastest_ar']})",
                      "paper (0.6B)": "-"})
     for device, lat in m.get("latency", {}).items():
         if lat.get("32", {}).get("measured_speedup"):
-            rows.append({"result": f"miniature, measured speedup at the paper's N = 32 ({device}, float32, eager)",
+            where = measured_on(lat.get("machine") or m["run"].get("machine"))
+            rows.append({"result": f"miniature, measured speedup at the paper's N = 32 ({lat.get('dtype')}, eager; {where})",
                          "this run": f"{lat['32']['measured_speedup']:.2f}x at {lat['32']['tokens_per_step']:.2f} "
                                      "tokens/step", "paper (0.6B)": "{:.2f}x (M3 Pro)".format(
                              PAPER["figure4_latency"]["devices"]["macbook_m3_pro"]["speedup_at_N32"])})

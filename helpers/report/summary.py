@@ -144,7 +144,8 @@ def headline_lines(m: dict) -> list[str]:
     machine = m.get("run", {}).get("machine")
     dep = m.get("deployments", {}).get("frames")
     if dep:
-        lines.append(f"- Speed, the miniature's whole frames ({measured_on(machine)}): the fastest speculative loop "
+        where = measured_on(m["deployments"].get("machine") or machine)
+        lines.append(f"- Speed, the miniature's whole frames ({where}): the fastest speculative loop "
                      f"({dep['fastest_spec']}) is {dep['ratios']['spec_over_ar']:.2f}x the fastest AR loop "
                      f"({dep['fastest_ar']}).")
     for device, by_n in m.get("latency", {}).items():
@@ -153,7 +154,7 @@ def headline_lines(m: dict) -> list[str]:
             x = at32["measured_speedup"]
             lines.append(f"- At the paper's N = 32 the measured speedup on {device} is {x:.2f}x"
                          + (" (below 1: slower than AR)" if x < 1 else "") + f", at {at32['tokens_per_step']:.2f} "
-                         f"tokens/step ({measured_on(machine)}; the best N here: {by_n.get('best_n')}, "
+                         f"tokens/step ({measured_on(by_n.get('machine') or machine)}; the best N here: {by_n.get('best_n')}, "
                          f"{by_n[str(by_n.get('best_n'))]['measured_speedup']:.2f}x).")
     return ["**In short:**", "", *lines, ""] if lines else []
 
@@ -170,7 +171,7 @@ def latency_lines(m: dict) -> list[str]:
         at32 = by_n.get("32")
         paper = ", ".join(f"{name} {v['speedup_at_N32']:.2f}x (overhead {v['overhead_at_N32']:.3f})"
                           for name, v in devices.items() if "speedup_at_N32" in v and "overhead_at_N32" in v)
-        lines.append(f"- **Speed on {device}** ({measured_on(m.get('run', {}).get('machine'))}): best N = {best}, measured speedup {r['measured_speedup']:.2f}x "
+        lines.append(f"- **Speed on {device}** ({measured_on(by_n.get('machine') or m.get('run', {}).get('machine'))}): best N = {best}, measured speedup {r['measured_speedup']:.2f}x "
                      f"(call overhead {r['overhead']:.2f} of an AR call)"
                      + (f"; at N = 32 the call costs {call_cost(at32['overhead']):.2f} AR calls" if at32 else "")
                      + f". The paper at N = 32: {paper}. A round of t tokens/call at a call costing 1 + overhead AR "
