@@ -6,7 +6,6 @@ Every function returns Markdown lines and says nothing about a section the run d
 
 from __future__ import annotations
 
-import math
 from statistics import mean
 
 from helpers.method.diagnostics import share_closed
