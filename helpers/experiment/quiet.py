@@ -25,7 +25,7 @@ import os
 import sys
 import tempfile
 import warnings
-from contextlib import contextmanager, redirect_stdout
+from contextlib import redirect_stdout
 
 PROGRESS_ENV = "RVQ_PROGRESS_LOG"
 
