@@ -32,8 +32,9 @@ from helpers.method.calibration import REFERENCE_TABLE, expected_tokens_per_step
 from helpers.method.predictor import CodePredictor  # noqa: E402
 from helpers.method.drafters import PositionOffsets  # noqa: E402
 from helpers.artifacts import save_json  # noqa: E402
-from helpers.measure.latency import (SIZES, call_sweep, environment, format_table, frame_latency,  # noqa: E402
+from helpers.measure.latency import (SIZES, call_sweep, format_table, frame_latency,  # noqa: E402
                                      latency_table)
+from helpers.measure.machine import machine  # noqa: E402
 from helpers.measure.compiled_latency import format_side_by_side, side_by_side  # noqa: E402
 from helpers.method.sampling import frame_uniforms  # noqa: E402
 from helpers.adapter.tiny import QWEN3_TTS_0_6B, build_tiny_talker, random_frame_inputs  # noqa: E402
@@ -95,7 +96,7 @@ def main(argv=None) -> dict:
     drafter = PositionOffsets(predictor)
     trees = {n: greedy_tree(REFERENCE_TABLE, n) for n in args.sizes}
     expected = {n: expected_tokens_per_step(tree, REFERENCE_TABLE) for n, tree in trees.items()}
-    results = {"model": "qwen3-tts-0.6b-shape-random", "dtype": str(dtype), "environment": environment(),
+    results = {"model": "qwen3-tts-0.6b-shape-random", "dtype": str(dtype), "environment": machine(),
                "args": vars(args), "expected_tokens_per_step": expected, "paper_ceiling": PAPER_CEILING}
     modes = [] if args.no_sweep else [False] + ([True] if args.device == "cuda" and not args.no_graphs else [])
     for graphs in modes:

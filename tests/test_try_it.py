@@ -4,8 +4,7 @@ what is shown for it is the decoder's own result."""
 import pytest
 import torch
 
-from helpers.experiment.controls import interactive
-from helpers.experiment.quiet import PROGRESS_ENV
+from helpers.experiment.quiet import PROGRESS_ENV, under_runner
 from helpers.report.try_it import parse_tree, toy_round_rows, tree_summary
 
 
@@ -37,6 +36,6 @@ def test_the_tree_summary_counts_the_greedy_trees_nodes():
 
 def test_controls_only_where_a_person_runs_the_notebook(monkeypatch):
     monkeypatch.setenv(PROGRESS_ENV, "log")
-    assert not interactive()
+    assert under_runner()
     monkeypatch.delenv(PROGRESS_ENV)
-    assert interactive()
+    assert not under_runner()

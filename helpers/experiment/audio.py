@@ -19,7 +19,7 @@ import numpy as np
 
 from helpers.artifacts import atomic_write
 from helpers.experiment.params import REPO_ROOT, RunParams
-from helpers.experiment.quiet import PROGRESS_ENV
+from helpers.experiment.quiet import under_runner
 
 AUDIO = "audio"                 # the run folder's subfolder of sound examples
 
@@ -45,9 +45,9 @@ def write_wav(path: str | Path, waveform, sample_rate: int) -> Path:
 
 def notebook_folder(P: RunParams) -> Path:
     """The folder the notebook that shows a player is read from: the run folder where the runner (`python -m
-    helpers`, which names the notebook's log in PROGRESS_ENV) writes the executed notebook, else notebooks/
+    helpers`, `quiet.under_runner`) writes the executed notebook, else notebooks/
     (JupyterLab, `make lab`)."""
-    return P.run_dir if os.environ.get(PROGRESS_ENV) else REPO_ROOT / "notebooks"
+    return P.run_dir if under_runner() else REPO_ROOT / "notebooks"
 
 
 def save_clip(P: RunParams, waveform, sample_rate: int, name: str) -> str:

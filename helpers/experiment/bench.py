@@ -30,7 +30,8 @@ from helpers.measure.compiled_latency import (compiled_round_profile, format_rou
                                              side_by_side)
 from helpers.measure.deployments import format_frames, format_grid, format_phases, real_shape_grid
 from helpers.measure.floor import format_floor, host_floor, matmul_floor
-from helpers.measure.latency import SIZES, environment, format_table, latency_metrics
+from helpers.measure.latency import SIZES, format_table, latency_metrics
+from helpers.measure.machine import machine
 from helpers.measure.profile import format_profile
 from helpers.method.calibration import greedy_tree
 from helpers.method.compiler import COMPILE_MODES
@@ -95,7 +96,7 @@ def main(argv=None) -> dict:
           f"{best['tokens_per_step']:.2f} = {best['measured_over_tps']:.2f}")
     if not all(r["identical"] for r in metrics["by_n"].values()):
         raise SystemExit("speculative codes differ from AR codes: losslessness broken")
-    data = {"model": "mini", "environment": environment(), "args": vars(args), "acceptance": table.tolist(),
+    data = {"model": "mini", "environment": machine(), "args": vars(args), "acceptance": table.tolist(),
             "trees": {n: [list(p) for p in tree.paths] for n, tree in trees.items()}, "metrics": metrics,
             "seconds": time.perf_counter() - start}
     save_json(args.out, data)                                   # the eager part is saved before the compiled run
@@ -128,7 +129,7 @@ def real_shape(rounds: int, out: str) -> dict:
     print(f"Figure 4 at the 0.6B shape, every deployment, {rounds} rounds (minutes) ...", flush=True)
     start = time.perf_counter()
     real = real_shape_grid(rounds=rounds)
-    real["environment"] = environment()
+    real["environment"] = machine()
     real["seconds"] = time.perf_counter() - start
     print(format_grid(real))
     print(format_phases(real["phases"]))

@@ -1,26 +1,19 @@
 """Controls for a notebook's "try it yourself" cells: ipywidgets where a person runs the notebook, plain values where
-the runner executes it (`python -m helpers`, which names the notebook's log in PROGRESS_ENV for its kernel).
+the runner executes it (`quiet.under_runner`).
 
     show(render, {"depth": 2, "tree": "0; 1"}, {"depth": (1, 4)})
 """
 
 from __future__ import annotations
 
-import os
-
-from helpers.experiment.quiet import PROGRESS_ENV
-
-
-def interactive() -> bool:
-    """True where a person runs the notebook (JupyterLab), False where the runner executes it."""
-    return not os.environ.get(PROGRESS_ENV)
+from helpers.experiment.quiet import under_runner
 
 
 def show(render, values: dict, ranges: dict | None = None) -> None:
     """render(**values) once where the runner executes the notebook; in JupyterLab the same with a control per
     value (`ranges`: (lo, hi) for a slider of ints, (lo, hi, step) for floats, a list for a menu; a text box
     otherwise), each change re-rendering."""
-    if not interactive():
+    if under_runner():
         render(**values)
         return
     import ipywidgets as w

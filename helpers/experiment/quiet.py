@@ -40,6 +40,12 @@ NOISY_IMPORTS = {"sox": BANNERS[:2], "qwen_tts.core.tokenizer_25hz.vq.whisper_en
 _done = {"banners": False, "progress": None}
 
 
+def under_runner() -> bool:
+    """Whether the runner executes this kernel's notebook (it names the notebook's log in PROGRESS_ENV): outputs
+    then sit beside the executed notebook in the run folder, and no person is there to move a slider."""
+    return bool(os.environ.get(PROGRESS_ENV))
+
+
 def route_progress(path: str) -> None:
     """Progress bars and build-step notes of this process to the file `path` (appended), not to the notebook."""
     if _done["progress"] == path:

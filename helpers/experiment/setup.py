@@ -8,13 +8,12 @@ then the repository root); `out` writes this run's outputs: `out.figure(fig, nam
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.experiment.metrics import update_metrics
 from helpers.experiment.params import REPO_ROOT, RunParams, notebook_params
-from helpers.experiment.quiet import PROGRESS_ENV, silence_banners
+from helpers.experiment.quiet import silence_banners, under_runner
 from helpers.experiment.notebook_check import CAPTION
 from helpers.report.plots import save as save_figure
 from helpers.report.tables import write_table
@@ -67,7 +66,6 @@ def setup(namespace: dict) -> tuple[RunParams, RunOutputs]:
     (`helpers.experiment.quiet`) and say where the outputs go."""
     silence_banners()
     P = notebook_params(namespace)
-    where = ("beside this notebook" if os.environ.get(PROGRESS_ENV)            # executed by the runner, into run_dir
-             else f"in {shown_path(P.run_dir, P)}/")
+    where = "beside this notebook" if under_runner() else f"in {shown_path(P.run_dir, P)}/"
     print(f"run {P.run_name!r}: backend {P.backend}; figures/, tables/ and metrics.json {where}")
     return P, RunOutputs(P)

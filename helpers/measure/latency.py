@@ -27,7 +27,6 @@ from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import frame_decoders
 from helpers.method.drafters import Drafter
 from helpers.method.fused import FusedCore, FusedStep
-from helpers.measure.machine import machine
 from helpers.measure.profile import round_profile
 from helpers.measure.timing import device_sync, interleaved, time_calls
 from helpers.method.sampling import SamplerConfig, frame_uniforms
@@ -213,8 +212,3 @@ def format_table(table: dict) -> str:
         lines.append(line)
     lines.append(f"best N: {table['best_n']}")
     return "\n".join(lines)
-
-
-def environment() -> dict:
-    """The machine a measurement ran on (`helpers.measure.machine.machine`), saved beside it."""
-    return machine()
