@@ -84,13 +84,13 @@ def test_compiled_inductor_ar_equals_eager():
 
 def test_compile_parameter_is_validated(tiny):
     _, _, cp = tiny
-    with pytest.raises(ValueError, match="compile='jit' is not allowed; allowed: none, inductor, cuda_graph"):
+    with pytest.raises(ValueError, match="compile='jit' is not allowed; allowed: none, inductor, cuda_graph, inductor_graph"):
         CompiledAR(cp, SAMPLER, "jit")
     with pytest.raises(ValueError, match="needs a CUDA model"):
         CompiledSpeculative(cp, random_drafters(cp)["offsets"], TREES["sparse4"], SAMPLER, "cuda_graph")
     with pytest.raises(ValueError, match="drafts on the host"):
         CompiledSpeculative(cp, OracleDrafter(cp), TREES["sparse4"], SAMPLER, "inductor")
-    with pytest.raises(ParamsError, match="compile='fast' is not allowed; allowed: none, inductor, cuda_graph"):
+    with pytest.raises(ParamsError, match="compile='fast' is not allowed; allowed: none, inductor, cuda_graph, inductor_graph"):
         RunParams(compile="fast")
     assert RunParams().compile == "none"
 

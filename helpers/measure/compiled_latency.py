@@ -35,11 +35,12 @@ def side_by_side(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Sp
                  c0: torch.Tensor, u: torch.Tensor, sampler: SamplerConfig = SamplerConfig(),
                  compile: str = "inductor", official: bool = True, eager: bool = True,
                  warmup_frames: int = 2, seed: int = 0, torch_backend: str | None = None,
-                 frame_graph: bool = True) -> dict:
+                 frame_graph: bool = True, extra: dict | None = None) -> dict:
     """Whole frames of every system, interleaved. g [F, H_talker], c0 [F], u [F, 15], on the model's device.
 
     Systems: "official", "ar", "ar_<compile>" (one host call a step), "arframe_<compile>" (the whole AR frame one
-    graph, with `frame_graph`), "spec<N>", "spec<N>_<compile>" (eager ones when `eager`).
+    graph, with `frame_graph`), "spec<N>", "spec<N>_<compile>" (eager ones when `eager`), and `extra` {name:
+    decoder} (names starting "ar" or "spec" count as AR or speculative; e.g. `FrameSpeculative`s).
     -> {"frames", "compile", "systems": {name: {"frame_ms" (p50), "frame_ms_p10", "tokens_per_step",
         "identical" (frames equal to the eager AR codes), "compile_s"}}, "ratios": {a: {b: p50(b) / p50(a)}}
         (how many times faster a is than b), "fastest_ar", "fastest_spec", "best_n"}
@@ -60,6 +61,7 @@ def side_by_side(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Sp
             systems[f"spec{n}"] = eager_spec[n]
         if mode != "none":
             compiled[f"spec{n}_{mode}"] = CompiledSpeculative(predictor, drafter, tree, sampler, mode, torch_backend)
+    compiled.update(extra or {})
     compile_s = {}
     for name, dec in compiled.items():                       # first frame: compile / capture, booked apart
         start = time.perf_counter()
@@ -83,19 +85,23 @@ def side_by_side(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Sp
 
     times: dict[str, list[float]] = {}
     calls: dict[str, int] = {}
+    reads: dict[str, list[int]] = {}
     same: dict[str, int] = {}
     for j, out, seconds in interleaved(frames, runs_of, warmup_frames, seed, device_sync(device)):
         for name, s in seconds.items():
             times.setdefault(name, []).append(s)
             if name != "official":
                 calls[name] = calls.get(name, 0) + out[name].calls
+                if out[name].reads is not None:
+                    reads.setdefault(name, []).append(out[name].reads)
                 same[name] = same.get(name, 0) + bool(torch.equal(out[name].codes, reference[j]))
     rows = {}
     for name, ts in times.items():
         ms = np.asarray(ts) * 1e3
         rows[name] = {"frame_ms": float(np.median(ms)), "frame_ms_p10": float(np.percentile(ms, 10)),
                       "tokens_per_step": predictor.num_codes * frames / calls[name] if name in calls else None,
-                      "identical": same.get(name), "compile_s": compile_s.get(name)}
+                      "identical": same.get(name), "compile_s": compile_s.get(name),
+                      "reads_per_frame": float(np.mean(reads[name])) if name in reads else None}
     ratios = {a: {b: rows[b]["frame_ms"] / rows[a]["frame_ms"] for b in rows} for a in rows}
     ars = [k for k in rows if k.startswith("ar")]
     specs = [k for k in rows if k.startswith("spec")]
@@ -159,7 +165,7 @@ def compiled_round_profile(predictor: CodePredictor, drafter: Drafter, trees: di
     k = torch.randn(cache.k.shape, generator=gen, device=device, dtype=cache.k.dtype)
     v = torch.randn(cache.v.shape, generator=gen, device=device, dtype=cache.v.dtype)
     u = torch.rand(predictor.num_codes, generator=gen, device=device, dtype=torch.float64)
-    codes = torch.zeros(predictor.num_codes, dtype=torch.long, device=device)
+    codes = torch.zeros(predictor.num_codes + 1, dtype=torch.long, device=device)   # + the spare slot
     t_in = torch.tensor([t], device=device)
     state = [k, v, u, codes]
 

@@ -1,5 +1,13 @@
-"""How a call module runs: the compile modes, torch.compile (inductor) and CUDA-graph capture (see
-`helpers.method.decoding`)."""
+"""How a call module runs: the compile modes (see `helpers.method.decoding`).
+
+    none            eager
+    inductor        torch.compile's kernels (fused elementwise work), launched from the host
+    cuda_graph      the eager kernels captured as one CUDA graph per module (CUDA only)
+    inductor_graph  inductor's kernels captured as one CUDA graph per module (CUDA only): the fewest launches
+
+A decoder asks for both halves apart where a graph should replay one compiled module several times (`kernels`
+compiles a round once, `capture` captures a loop of k of its calls, `helpers.method.frame`); `__call__` does both.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +16,16 @@ import time
 import torch
 from torch import nn
 
-COMPILE_MODES = ("none", "inductor", "cuda_graph")
+COMPILE_MODES = ("none", "inductor", "cuda_graph", "inductor_graph")
+GRAPH_MODES = ("cuda_graph", "inductor_graph")
 
 
 def check_compile_mode(mode: str, device: torch.device) -> None:
     """A clear error for an unknown mode or CUDA graphs off CUDA."""
     if mode not in COMPILE_MODES:
         raise ValueError(f"compile={mode!r} is not allowed; allowed: {', '.join(COMPILE_MODES)}")
-    if mode == "cuda_graph" and torch.device(device).type != "cuda":
-        raise ValueError(f"compile='cuda_graph' needs a CUDA model, this one is on {device}; "
+    if mode in GRAPH_MODES and torch.device(device).type != "cuda":
+        raise ValueError(f"compile={mode!r} needs a CUDA model, this one is on {device}; "
                          f"use 'inductor' or 'none' there")
 
 
@@ -26,6 +35,7 @@ class _Graphed:
 
     def __init__(self, fn: nn.Module, args: tuple, state: list[torch.Tensor]):
         self.static = [a if any(a is s for s in state) else a.clone() for a in args]
+        saved = [s.clone() for s in state]           # warm-up calls write the state: the first replay starts over
         stream = torch.cuda.Stream(device=args[0].device)
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream), torch.no_grad():
@@ -35,6 +45,8 @@ class _Graphed:
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph), torch.no_grad():
             self.out = fn(*self.static)
+        for s, before in zip(state, saved):
+            s.copy_(before)
 
     def __call__(self, *args):
         for s, a in zip(self.static, args):
@@ -51,26 +63,36 @@ class CallCompiler:
         check_compile_mode(mode, device)
         self.mode, self.device, self.torch_backend = mode, torch.device(device), torch_backend
         self.seconds = 0.0                     # compile / capture time booked so far (first calls)
-        if mode == "inductor":
+        if mode in ("inductor", "inductor_graph"):
             # every Round shares one forward code object; dynamo's default limit (8) would fall back to eager
             dynamo = torch._dynamo.config
             dynamo.cache_size_limit = max(dynamo.cache_size_limit, 64)
             dynamo.accumulated_cache_size_limit = max(dynamo.accumulated_cache_size_limit, 512)
 
     def __call__(self, module: nn.Module, state: list[torch.Tensor]):
-        if self.mode == "none":
+        """The module as this mode runs it: compiled (`kernels`), then captured (`capture`)."""
+        return self.capture(self.kernels(module), state)
+
+    def kernels(self, module: nn.Module):
+        """The module with inductor's kernels (modes inductor, inductor_graph), else itself."""
+        if self.mode not in ("inductor", "inductor_graph"):
             return module
-        if self.mode == "inductor":
-            backend = self.torch_backend or "inductor"
-            options = {"cpp_wrapper": True} if backend == "inductor" and self.device.type == "cpu" else None
-            compiled = torch.compile(module, backend=backend, dynamic=False, fullgraph=True, options=options)
-            return self._timed_first(compiled)
+        backend = self.torch_backend or "inductor"
+        options = {"cpp_wrapper": True} if backend == "inductor" and self.device.type == "cpu" else None
+        compiled = torch.compile(module, backend=backend, dynamic=False, fullgraph=True, options=options)
+        return compiled if self.mode == "inductor_graph" else self._timed_first(compiled)
+
+    def capture(self, fn, state: list[torch.Tensor]):
+        """fn replayed from one CUDA graph captured at its first call (graph modes), else fn itself. state: the
+        decoder's buffers, passed by identity (the graph reads and writes them in place)."""
+        if self.mode not in GRAPH_MODES:
+            return fn
         holder = {}
 
         def call(*args):
             if "graph" not in holder:
                 start = time.perf_counter()
-                holder["graph"] = _Graphed(module, args, state)
+                holder["graph"] = _Graphed(fn, args, state)
                 self.seconds += time.perf_counter() - start
             return holder["graph"](*args)
         return call

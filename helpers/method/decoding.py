@@ -32,12 +32,14 @@ from helpers.method.tree import SparseTree
 @dataclass
 class FrameResult:
     """codes [B, 15] (c1..c15); calls = model calls for the frame; accepted = drafts accepted per round;
-    drafts: (t, candidates [D, m]) of each tree round, the table its nodes were picked from (eager decoders)."""
+    drafts: (t, candidates [D, m]) of each tree round, the table its nodes were picked from (eager decoders);
+    reads: the decoder's host reads of device values in the frame (a device sync each), where it counts them."""
 
     codes: torch.Tensor
     calls: int
     accepted: list[int] = field(default_factory=list)
     drafts: list[tuple[int, torch.Tensor]] = field(default_factory=list, repr=False)
+    reads: int | None = None
 
     @property
     def tokens_per_step(self) -> float:
@@ -110,7 +112,7 @@ class ARDecoder:
             clock("commit")
             codes.append(sample(target_probs(logits[:, 0], sampler), u[:, t]))
             clock("sample")
-        return FrameResult(torch.stack(codes, dim=1), calls=predictor.num_codes)
+        return FrameResult(torch.stack(codes, dim=1), calls=predictor.num_codes, reads=0)
 
 
 def decode_frame_ar(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig,
@@ -122,14 +124,15 @@ def decode_frame_ar(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor,
 
 class FrameState:
     """A decoder's buffers, passed to its modules by identity: KV caches k, v [L, 1, kv, S, d], the frame's uniforms
-    u [15] (float64) and codes [15] (long), on the model's device; the root position inputs ts[t] = [t]."""
+    u [15] (float64) and codes [15 + 1] (long: c1..c15 and a spare slot a round writes what it discards into), on
+    the model's device; the root position inputs ts[t] = [t]."""
 
     def __init__(self, predictor: CodePredictor):
         cache = predictor.new_cache(1)
         self.k, self.v = cache.k, cache.v
         device, n = predictor.device, predictor.num_codes
         self.u = torch.zeros(n, dtype=torch.float64, device=device)
-        self.codes = torch.zeros(n, dtype=torch.long, device=device)
+        self.codes = torch.zeros(n + 1, dtype=torch.long, device=device)
         self.ts = [torch.tensor([t], device=device) for t in range(n + 1)]
 
     @property
@@ -210,7 +213,7 @@ class SpeculativeDecoder:
         phases = {"clock": clock} if eager else {}
         query, cand = self.prefill(g, c0, s.k, s.v, s.u, s.codes, **phases)                 # [1, q(t = 1)], [D, m]
         clock("prefill")
-        t, calls, accepted, drafts = 1, 1, [], []
+        t, calls, reads, accepted, drafts = 1, 1, 0, [], []
         while t < n:
             q = query[:, :self.q[t]]
             if self.q[t] > 1:
@@ -219,6 +222,7 @@ class SpeculativeDecoder:
                     drafts.append((t, cand[:index.depth_max, :index.width]))
                 query, t_new, cand = self.calls[t](q, s.k, s.v, s.ts[t], s.u, s.codes, **phases)
                 t_next = int(t_new)                                              # the one host read per round
+                reads += 1
             else:
                 query = self.calls[t](q, s.k, s.v, s.ts[t], s.u, s.codes, **phases)
                 t_next = t + 1
@@ -226,7 +230,7 @@ class SpeculativeDecoder:
                 clock("call")
             accepted.append(t_next - t - 1)
             t, calls = t_next, calls + 1
-        return FrameResult(s.codes.clone()[None], calls, accepted, drafts)
+        return FrameResult(s.codes[:n].clone()[None], calls, accepted, drafts, reads=reads)
 
 
 def frame_decoders(predictor: CodePredictor, drafter: Drafter, trees: dict, sampler: SamplerConfig
@@ -249,8 +253,8 @@ class CompiledSpeculative(SpeculativeDecoder):
 class CompiledAR:
     """The AR loop over the round's modules: decode_frame(g [1, H], c0 [1], u [1, 15]) -> FrameResult (15 calls).
 
-    frame True (default): the whole frame is one module (`ARFrame`: one graph, one host call a frame, every step
-    specialised to its t); False: `Prefill`, then one `ARStep` module for every t (15 host calls a frame). The host
+    frame True (default): the whole frame is one module (`ARFrame`: one graph, one host call a frame, the step
+    compiled once); False: `Prefill`, then one `ARStep` module for every t (15 host calls a frame). The host
     reads nothing until the frame ends. compile: "none" | "inductor" | "cuda_graph"; compile_seconds: time of the
     first calls (compile / capture)."""
 
@@ -263,8 +267,10 @@ class CompiledAR:
         self.state = FrameState(predictor)
         buffers = self.state.buffers
         prefill, step = Prefill(self.core, sampler), ARStep(FusedStep(self.core, None), sampler)
-        if frame:
-            self.call = self.compiler(ARFrame(prefill, step, predictor.num_codes), buffers)
+        if frame:                                   # the step compiled once, the frame's loop over it captured
+            kernels = self.compiler.kernels
+            self.call = self.compiler.capture(ARFrame(kernels(prefill), kernels(step), predictor.num_codes,
+                                                      predictor.device), buffers)
         else:
             self.prefill, self.call = self.compiler(prefill, buffers), self.compiler(step, buffers)
 
@@ -286,4 +292,4 @@ class CompiledAR:
             for t in range(1, p.num_codes):
                 token = self.call(token, s.k, s.v, s.ts[t], s.u, s.codes)
                 clock("call")
-        return FrameResult(s.codes.clone()[None], calls=p.num_codes)
+        return FrameResult(s.codes[:p.num_codes].clone()[None], calls=p.num_codes, reads=0)

@@ -41,7 +41,8 @@ def _mark(clock, phase: str) -> None:
 class TreeIndex(nn.Module):
     """A tree's query-indexed tables for the device (buffers; q = N + 1, root first, D = depth, m = width):
     depth [q], parent [q] (the root: itself), ancestors [q, q] (self included), paths [q, D + 1] (root .. node,
-    padded with the node), steps [D + 1] = 0..D, node_depth / node_rank [N] (row and column of each node's draft)."""
+    padded with the node), steps [D + 1] = 0..D, node_depth / node_rank [N] (row and column of each node's draft),
+    is_root [q]."""
 
     def __init__(self, tree: SparseTree, device: torch.device):
         super().__init__()
@@ -52,7 +53,8 @@ class TreeIndex(nn.Module):
         paths = [p + [p[-1]] * (D + 1 - len(p)) for p in tree.ancestor_paths]
         for name, value in (("depth", tree.depth), ("parent", parent), ("ancestors", tree.mask),
                             ("paths", torch.tensor(paths, device=device)), ("steps", torch.arange(D + 1, device=device)),
-                            ("node_depth", tree.depth[1:] - 1), ("node_rank", tree.rank[1:])):
+                            ("node_depth", tree.depth[1:] - 1), ("node_rank", tree.rank[1:]),
+                            ("is_root", tree.depth == 0)):
             self.register_buffer(name, value.to(device), persistent=False)      # the tree's tables live on the host
 
     def query(self, root: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
@@ -60,13 +62,17 @@ class TreeIndex(nn.Module):
         return torch.cat((root, cand[self.node_depth, self.node_rank]))[None]
 
 
-def accept(tokens: torch.Tensor, ys: torch.Tensor, index: TreeIndex) -> torch.Tensor:
+def accept(tokens: torch.Tensor, ys: torch.Tensor, index: TreeIndex, valid: torch.Tensor | None = None
+           ) -> torch.Tensor:
     """The walk, for B queries at once: tokens, ys [B, q] (each token's sample) -> stop node [B] (query index).
 
     A node is accepted when its token equals its parent's sample and so is every ancestor's; siblings carry
-    distinct tokens, so at most one node per depth is accepted and the deepest is unique."""
+    distinct tokens, so at most one node per depth is accepted and the deepest is unique. valid [q] (or [B, q]):
+    nodes that may be accepted (a full tree's nodes past the frame's end are not)."""
     ok = tokens == ys.index_select(1, index.parent)                        # [B, q]: token == the parent's sample
-    ok[:, 0] = True                                                         # the root: already committed
+    if valid is not None:
+        ok = ok & valid
+    ok = ok | index.is_root                                                 # the root: already committed
     accepted = ~(index.ancestors[None] & ~ok[:, None, :]).any(-1)           # [B, q]: it and every ancestor
     return torch.argmax(accepted.long() * index.depth, dim=-1)             # deepest accepted (root at depth 0)
 
@@ -134,19 +140,14 @@ class Prefill(nn.Module):
 class ARStep(nn.Module):
     """The plain call at root position t: c_t in, KV slot t + 1 written, c_{t+1} sampled with u[t] into codes[t].
 
-    forward(token [1, 1], k, v, t, u [15], codes [15]) -> c_{t+1} [1, 1]. t: a [1] tensor (one module, or graph, for
-    every t), or a host int (the call specialised to t: its rows read as views, nothing gathered; `ARFrame`)."""
+    forward(token [1, 1], k, v, t [1], u [15], codes [15 + 1]) -> c_{t+1} [1, 1]: one module (one graph) for every t."""
 
     def __init__(self, step: FusedStep, sampler: SamplerConfig):
         super().__init__()
         self.step, self.sampler = step, sampler
 
     def forward(self, token, k, v, t, u, codes, clock=None):
-        if isinstance(t, int):
-            logits, k_new, v_new = self.step.call_at(token, k, v, t, clock)[:3]
-            t = torch.tensor([t], device=token.device)
-        else:
-            logits, k_new, v_new = self.step(token, k, v, t, clock)[:3]
+        logits, k_new, v_new = self.step(token, k, v, t, clock)[:3]
         _mark(clock, "heads")
         commit_kv(k, v, t + 1, k_new, v_new)
         c = sample(target_probs(logits[:, 0], self.sampler), u.index_select(0, t))       # [1]
@@ -156,50 +157,66 @@ class ARStep(nn.Module):
 
 
 class ARFrame(nn.Module):
-    """A whole AR frame as one module (one graph when compiled): `Prefill`, then `ARStep` at t = 1..14, each
-    specialised to its t. forward(g [1, Ht], c0 [1], k, v, u [15], codes [15]) -> c15 [1, 1]; the codes in `codes`."""
+    """A whole AR frame as one module (one graph when captured): `Prefill`, then `ARStep` at t = 1..14, each given
+    its position as a view of a device buffer (no host data). forward(g [1, Ht], c0 [1], k, v, u [15],
+    codes [15 + 1]) -> c15 [1, 1]; the codes in `codes`. prefill, step: the modules, or their compiled versions
+    (one compiled step serves every t)."""
 
-    def __init__(self, prefill: Prefill, step: ARStep, num_codes: int):
+    def __init__(self, prefill: nn.Module, step: nn.Module, num_codes: int, device: torch.device):
         super().__init__()
         self.prefill, self.step, self.num_codes = prefill, step, num_codes
+        self.register_buffer("positions", torch.arange(num_codes, device=device), persistent=False)
 
     def forward(self, g, c0, k, v, u, codes):
         token = self.prefill(g, c0, k, v, u, codes)
         for t in range(1, self.num_codes):
-            token = self.step(token, k, v, t, u, codes)
+            token = self.step(token, k, v, self.positions[t:t + 1], u, codes)
         return token
 
 
 class Round(nn.Module):
-    """One round over one (pruned) tree. forward(query [1, q], k, v [L, 1, kv, S, d], t [1], u [15] float64,
-    codes [15], clock=None) -> (next query [1, q], t_new [1], candidates [D, m]): the next round's root is c_{t_new}.
+    """One round over one (pruned or full) tree. forward(query [1, q], k, v [L, 1, kv, S, d], t [1], u [15] float64,
+    codes [15 + 1], clock=None) -> (next query [1, q], t_new [1], candidates [D, m]): the next round's root is
+    c_{t_new}.
 
     step: the verify call for this tree (`FusedStep(core, tree, None, prenorm=drafter.prenorm)`: its states are r
     for a prenorm drafter); drafts: the draft phase. The caches, uniforms and codes are the decoder's own buffers,
-    written in place. The next query holds this tree's full query order; a pruned next tree reads its prefix."""
+    written in place; codes[15] is a spare slot that takes the writes of nothing (the path past the stop node).
+
+    Any root t runs on any tree, so one module (one graph) serves a whole frame: nodes whose output would lie past
+    c15 (t + depth >= 15) are never accepted, and a round rooted at t = 15 (the frame is done) writes no code and
+    returns t_new = 15 (`RoundLoop` runs a fixed number of rounds). On a tree pruned for its t every mask is true."""
 
     def __init__(self, step: FusedStep, drafts: Drafts, sampler: SamplerConfig):
         super().__init__()
         if step.tree is None or step.fused_drafts:
             raise ValueError("a round verifies a tree without fused drafts: FusedStep(core, tree, None)")
         self.step, self.drafts, self.sampler = step, drafts, sampler
+        self.n, self.slots = step.core.num_codes, step.core.slots
         self.index = TreeIndex(step.tree, step.core.heads.device)
+        self.register_buffer("spare", torch.full((1,), self.n, device=step.core.heads.device), persistent=False)
 
     def forward(self, query, k, v, t, u, codes, clock=None):
-        ix = self.index
+        ix, n = self.index, self.n
+        live = t < n                                                                             # [1]
+        t_at = t.clamp(max=n - 1)                                                                # a row that exists
         # verify: target logits [1, q, V], the query's keys/values [L, 1, kv, q, d], states [1, q, H]
-        logits, k_new, v_new, state = self.step(query, k, v, t, clock)
+        logits, k_new, v_new, state = self.step(query, k, v, t_at, clock)
         _mark(clock, "heads")
-        # accept: every token's sample, the walk
-        ys = sample(target_probs(logits[0], self.sampler), u.index_select(0, t + ix.depth))     # [q]
+        # accept: every token's sample (a depth-d token's output is c_{t+d+1}, drawn with u[t + d]), the walk
+        position = t_at + ix.depth                                                               # [q]
+        ys = sample(target_probs(logits[0], self.sampler), u.index_select(0, position.clamp(max=n - 1)))
         _mark(clock, "sample")
-        stop = accept(query, ys[None], ix)                                                       # [1]
+        stop = accept(query, ys[None], ix, position < n)                                         # [1]
         path = ix.paths.index_select(0, stop)[0]                                                 # [D + 1]
+        depth = ix.depth.index_select(0, stop)                                                   # [1]
         _mark(clock, "walk")
-        # commit: c_{t+1}.. and the root's and accepted nodes' keys/values
-        codes.index_copy_(0, t + ix.steps, ys.index_select(0, path))
-        commit_kv(k, v, t + 1 + ix.steps, k_new.index_select(3, path), v_new.index_select(3, path))
-        t_new = t + ix.depth.index_select(0, stop) + 1
+        # commit: c_{t+1}.. of the root and the accepted path (the rest into the spare slot), and their keys/values
+        written = live & (ix.steps <= depth)                                                     # [D + 1]
+        codes.index_copy_(0, torch.where(written, t_at + ix.steps, self.spare), ys.index_select(0, path))
+        commit_kv(k, v, (t_at + 1 + ix.steps).clamp(max=self.slots - 1), k_new.index_select(3, path),
+                  v_new.index_select(3, path))
+        t_new = t + (depth + 1) * live
         _mark(clock, "commit")
         # draft: the next round's candidates from the stop node's state
         cand = self.drafts(state[0].index_select(0, stop), t_new)                               # [D, m]

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from helpers.method.capture import on_device_path
 from helpers.method.drafters import Drafter, MedusaHeads
 from helpers.method.fused.core import FusedCore
 from helpers.method.kernels import apply
@@ -107,9 +108,10 @@ class FusedStep(nn.Module):
     def forward(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: torch.Tensor,
                 clock=None):
         """The call at root position t [1]. Eager on a CPU t: `call_at(int(t))` (rows read as views, any kernel; no
-        device sync there). Traced, exported, compiled or on an accelerator: every t-dependent row gathered by
-        `index_select` (kernel 'dense'), so one graph serves every t."""
-        if t.device.type == "cpu" and not torch.jit.is_tracing() and not torch.compiler.is_compiling():
+        device sync there). Traced, exported, compiled, on an accelerator or under `helpers.method.capture.DeviceOps`:
+        every t-dependent row gathered by `index_select` (kernel 'dense'), so one graph serves every t."""
+        if (t.device.type == "cpu" and not torch.jit.is_tracing() and not torch.compiler.is_compiling()
+                and not on_device_path()):
             return self.call_at(tokens, k_cache, v_cache, int(t), clock)
         core = self.core
         if core.kernel != "dense":

@@ -1,0 +1,252 @@
+"""`make bench-gpu`: where speculation must pay, a GPU at batch 1. One command, offline, minutes; JSON and Markdown.
+
+    python scripts/bench_gpu.py --out outputs/gpu-reference            # CUDA (H100 / H200): about 5 minutes
+    python scripts/bench_gpu.py --device cpu --quick --out /tmp/bench  # this CPU: the same code, eager modes only
+
+It reads the shipped miniature (outputs/gpu-pack/: the code predictor, trained drafters, calibration tables and
+validation frames; `helpers.experiment.inner_loop_pack`), so it trains nothing and needs no espeak, and builds the
+0.6B shape with random weights. docs/gpu.md says how to run it on a bare CUDA machine. Four parts:
+
+(a) miniature, float32, whole frames side by side on the same frames and uniforms (`side_by_side`): the official
+    generate; AR eager, one graph per step (cuda_graph), the frame one graph (cuda_graph, inductor_graph);
+    speculative per N: eager, one graph per round with a host read after each (cuda_graph), and
+    `FrameSpeculative` (first graph of k1 rounds, k1 from the calibrated tokens/step; cuda_graph, inductor_graph).
+    Codes checked equal to the eager AR loop's, frame by frame.
+(b) the captured round's parts at t = 1 (AR call, verify call, whole round) in cuda_graph and inductor_graph.
+(c) kernels per AR step and per round, host reads per frame (`helpers.measure.kernel_counts`).
+(d) the 0.6B shape, bfloat16, random weights: captured AR call, verify and round per N (cuda_graph,
+    inductor_graph), and the projection from the measured round and the paper's own tokens/step (N = 16, 32).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+NEEDS = ("torch", "transformers", "qwen_tts", "safetensors", "numpy", "yaml", "librosa", "soundfile")
+PAPER_TOKENS_PER_STEP = {16: 2.25, 32: 2.47}         # the paper's offsets, at its own N (paper_numbers.yaml)
+
+
+def missing_packages() -> list[str]:
+    """The packages this command imports that are not importable here (docs/gpu.md: the wheels to carry)."""
+    out = []
+    for name in NEEDS:
+        try:
+            importlib.import_module(name)
+        except Exception as err:                      # noqa: BLE001: any import failure is a missing package
+            out.append(f"{name} ({type(err).__name__}: {err})")
+    return out
+
+
+def projection(ar_ms: float, round_ms: float, tokens_per_step: float, num_codes: int = 15) -> dict:
+    """Projected whole-frame speedup of speculation over AR from one AR call and one round: AR = 15 calls, the
+    speculative frame = the prefill (an AR call) + (15 / tokens_per_step - 1) rounds."""
+    rounds = num_codes / tokens_per_step - 1
+    return {"tokens_per_step": tokens_per_step, "round_over_ar": round_ms / ar_ms,
+            "per_call": tokens_per_step * ar_ms / round_ms,
+            "frame": num_codes * ar_ms / (ar_ms + rounds * round_ms)}
+
+
+def mini_part(args, device, modes, out: dict, save) -> None:
+    import torch
+
+    from helpers.experiment.inner_loop_pack import load_pack
+    from helpers.measure.compiled_latency import compiled_round_profile, side_by_side
+    from helpers.measure.kernel_counts import kernel_counts
+    from helpers.method.calibration import expected_tokens_per_step
+    from helpers.method.decoding import CompiledAR
+    from helpers.method.frame import FrameSpeculative, first_rounds
+    from helpers.method.sampling import frame_uniforms
+
+    pack = load_pack(args.pack, device)
+    p, d, sampler = pack.predictor, pack.drafters[pack.main], pack.sampler
+    table = pack.tables[pack.main]
+    trees = {n: pack.trees[pack.main][n] for n in args.sizes}
+    g, c0 = pack.g[:args.frames], pack.c0[:args.frames]
+    u = frame_uniforms(torch.Generator().manual_seed(args.seed), p.num_codes, batch=g.shape[0], device=device)
+    expected = {n: expected_tokens_per_step(t, table) for n, t in trees.items()}
+    first = {n: first_rounds(expected[n]) for n in trees}
+    out["mini"] = {"drafter": pack.main, "frames": g.shape[0], "expected_tokens_per_step": expected,
+                   "first_rounds": first}
+    graph_modes = [m for m in modes if m != "none"]
+    extra = {}
+    for mode in graph_modes:
+        if mode != modes[1]:                        # side_by_side builds the AR systems of its own mode
+            extra[f"arframe_{mode}"] = CompiledAR(p, sampler, mode)
+        for n, tree in trees.items():
+            extra[f"spec{n}_frame_{mode}"] = FrameSpeculative(p, d, tree, sampler, mode, first=first[n])
+    if not graph_modes:                              # the CPU check: the frame decoders eagerly
+        extra = {f"spec{n}_frame_none": FrameSpeculative(p, d, t, sampler, "none", first=first[n])
+                 for n, t in trees.items()}
+    t0 = time.perf_counter()
+    out["mini"]["side_by_side"] = side_by_side(p, d, trees, g, c0, u, sampler, modes[1] if graph_modes else "none",
+                                               seed=args.seed, extra=extra)
+    out["mini"]["side_by_side_s"] = time.perf_counter() - t0
+    print(format_frames(out["mini"]["side_by_side"]), flush=True)
+    save()
+    out["mini"]["round_parts"] = {}
+    largest = max(trees)
+    for mode in graph_modes:                         # inductor: the largest N alone (each N compiles its calls)
+        sizes = trees if mode == "cuda_graph" else {largest: trees[largest]}
+        out["mini"]["round_parts"][mode] = compiled_round_profile(p, d, sizes, sampler, mode, iters=args.iters)
+        save()
+    out["mini"]["kernels"] = kernel_counts(p, d, trees, g[:10], c0[:10], u[:10], sampler, first)
+
+
+def real_part(args, device, modes, out: dict, deadline: float, save) -> None:
+    import torch
+
+    from helpers.adapter.tiny import QWEN3_TTS_0_6B, build_tiny_talker
+    from helpers.measure.compiled_latency import compiled_round_profile
+    from helpers.method.calibration import REFERENCE_TABLE, greedy_tree
+    from helpers.method.drafters import PositionOffsets
+    from helpers.method.predictor import CodePredictor
+    from helpers.method.sampling import SamplerConfig
+
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    talker = build_tiny_talker(QWEN3_TTS_0_6B, seed=0, dtype=dtype).to(device)
+    p = CodePredictor.from_talker(talker)
+    d = PositionOffsets(p, 3)
+    trees = {n: greedy_tree(REFERENCE_TABLE, n) for n in (16, 32)}
+    real = out["real"] = {"dtype": str(dtype).replace("torch.", ""), "modes": {}}
+    for mode in [m for m in modes if m != "none"] or ["none"]:
+        if time.perf_counter() > deadline:
+            real["modes"][mode] = {"skipped": "the command's time budget was spent"}
+            continue
+        t0 = time.perf_counter()
+        sizes = trees if mode != "inductor_graph" else {32: trees[32]}      # compile time: N = 32 alone
+        prof = compiled_round_profile(p, d, sizes, SamplerConfig(), mode, iters=args.iters)
+        prof["seconds"] = time.perf_counter() - t0
+        prof["projection"] = {n: projection(prof["ar_call_ms"], prof["trees"][n]["round_ms"], tps)
+                              for n, tps in PAPER_TOKENS_PER_STEP.items() if n in prof["trees"]}
+        real["modes"][mode] = prof
+        save()
+        print(f"0.6B {mode}: AR call {prof['ar_call_ms']:.3f} ms; " + "; ".join(
+            f"N = {n}: verify {r['verify_ms']:.3f}, round {r['round_ms']:.3f} ms ({r['round_over_ar']:.2f} AR calls), "
+            f"projected {prof['projection'][n]['frame']:.2f}x" for n, r in prof["trees"].items()), flush=True)
+
+
+def format_frames(side: dict) -> str:
+    from helpers.measure.compiled_latency import format_side_by_side
+    return format_side_by_side(side)
+
+
+def markdown(out: dict) -> str:
+    """The report: machine, the miniature's frames, the round's parts, counts, the 0.6B shape's projection."""
+    from helpers.measure.machine import measured_on
+
+    lines = [f"# GPU reference: {out['device']}", "", f"{measured_on(out['machine'])}. torch {out['torch']}; "
+             f"{out['seconds']:.0f} s in all. Written by `make bench-gpu` (scripts/bench_gpu.py).", ""]
+    mini = out.get("mini")
+    if mini:
+        side = mini["side_by_side"]
+        rows, best_ar = side["systems"], side["fastest_ar"]
+        lines += [f"## Miniature, float32, {side['frames']} validation frames ({mini['drafter']} drafter)", "",
+                  "| system | ms per frame (p50) | fastest AR / it | official / it | tokens/step | host reads per frame "
+                  "| identical |", "|---|---|---|---|---|---|---|"]
+        for name, r in sorted(rows.items(), key=lambda kv: kv[1]["frame_ms"]):
+            tps = f"{r['tokens_per_step']:.2f}" if r["tokens_per_step"] else "-"
+            reads = f"{r['reads_per_frame']:.1f}" if r.get("reads_per_frame") is not None else "-"
+            same = f"{r['identical']}/{side['frames']}" if r["identical"] is not None else "-"
+            lines.append(f"| {name} | {r['frame_ms']:.2f} | {side['ratios'][name][best_ar]:.2f} | "
+                         f"{side['ratios'][name].get('official', float('nan')):.1f} | {tps} | {reads} | {same} |")
+        spec = side["fastest_spec"]
+        lines += ["", f"Fastest AR: {best_ar}; fastest speculative: {spec}, "
+                  f"{side['ratios'][spec][best_ar]:.2f}x the fastest AR at {rows[spec]['tokens_per_step']:.2f} "
+                  f"tokens/step (measured speedup / tokens/step = "
+                  f"{side['ratios'][spec][best_ar] / rows[spec]['tokens_per_step']:.2f}).", ""]
+        for mode, prof in mini.get("round_parts", {}).items():
+            lines += [f"Round parts at t = 1, {mode}: AR call {prof['ar_call_ms']:.3f} ms; " + "; ".join(
+                f"N = {n}: verify {r['verify_ms']:.3f}, round {r['round_ms']:.3f} ms ({r['round_over_ar']:.2f} AR "
+                f"calls)" for n, r in prof["trees"].items()), ""]
+        k = mini.get("kernels")
+        if k:
+            lines += [f"Kernels (dispatched ops): AR step {k['ar_step']}, prefill {k['prefill']}, full-tree round "
+                      + ", ".join(f"N = {n}: {c}" for n, c in k["rounds"].items()) + ". Host reads per frame: "
+                      + ", ".join(f"{name} {r:.1f}" for name, r in k["reads"].items()) + ".", ""]
+    real = out.get("real")
+    if real:
+        lines += [f"## The 0.6B shape, {real['dtype']}, random weights", "",
+                  "| mode | AR call ms | N | verify ms | round ms | round / AR call | projected speedup (paper "
+                  "tokens/step) |", "|---|---|---|---|---|---|---|"]
+        for mode, prof in real["modes"].items():
+            if "skipped" in prof:
+                lines.append(f"| {mode} | skipped: {prof['skipped']} | | | | | |")
+                continue
+            for n, r in prof["trees"].items():
+                pr = prof["projection"][n]
+                lines.append(f"| {mode} | {prof['ar_call_ms']:.3f} | {n} | {r['verify_ms']:.3f} | {r['round_ms']:.3f}"
+                             f" | {r['round_over_ar']:.2f} | {pr['frame']:.2f}x at {pr['tokens_per_step']} |")
+        lines += ["", "Projected: a frame of 15 AR calls against the prefill plus 15 / tokens-per-step - 1 rounds, "
+                  "each as measured here, with the paper's tokens/step at its own N.", ""]
+    for part, err in out.get("errors", {}).items():
+        lines += [f"Part {part} failed: {err}", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--quick", action="store_true", help="few frames and calls (a check that the command runs)")
+    ap.add_argument("--pack", default=str(ROOT / "outputs" / "gpu-pack"))
+    ap.add_argument("--sizes", type=int, nargs="+", default=[8, 16, 32])
+    ap.add_argument("--frames", type=int, default=100)
+    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budget", type=float, default=330, help="seconds after which the 0.6B inductor part is skipped")
+    ap.add_argument("--out", default=str(ROOT / "outputs" / "gpu-reference"))
+    args = ap.parse_args(argv)
+    missing = missing_packages()
+    if missing:
+        print("missing here: " + "; ".join(missing) + "\nsee docs/gpu.md: the wheels to carry to a bare CUDA machine",
+              file=sys.stderr)
+        return 2
+    import helpers  # noqa: F401  (the numerical pins, before torch's first use)
+    import torch
+
+    from helpers.experiment.quiet import silence_banners
+    silence_banners()
+
+    from helpers.artifacts import atomic_write, save_json
+    from helpers.measure.machine import machine
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("no CUDA device here: run with --device cpu --quick for the CPU check", file=sys.stderr)
+        return 2
+    if args.quick:
+        args.frames, args.iters, args.sizes = min(args.frames, 3), min(args.iters, 3), args.sizes[:2]
+    device = torch.device(args.device)
+    modes = ["none", "cuda_graph", "inductor_graph"] if device.type == "cuda" else ["none"]
+    start = time.perf_counter()
+    out = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+           "torch": torch.__version__, "machine": machine(), "args": vars(args), "errors": {}}
+    outdir = Path(args.out)
+    outdir.mkdir(parents=True, exist_ok=True)
+
+    def save():                                       # after every step: a later failure loses nothing
+        out["seconds"] = time.perf_counter() - start
+        save_json(outdir / "bench_gpu.json", out)
+
+    for name, part in (("miniature", lambda: mini_part(args, device, modes, out, save)),
+                       ("0.6B shape", lambda: real_part(args, device, modes, out, start + args.budget, save))):
+        try:
+            part()
+        except Exception as err:                      # noqa: BLE001: every part is recorded, the command fails
+            import traceback
+            traceback.print_exc()
+            out["errors"][name] = f"{type(err).__name__}: {err}"
+        save()
+    text = markdown(out)
+    atomic_write(outdir / "bench_gpu.md", lambda path: path.write_text(text))
+    print(f"saved {outdir / 'bench_gpu.json'} and bench_gpu.md ({out['seconds']:.0f} s)")
+    return 1 if out["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
