@@ -158,19 +158,19 @@ class ARStep(nn.Module):
 
 class ARFrame(nn.Module):
     """A whole AR frame as one module (one graph when captured): `Prefill`, then `ARStep` at t = 1..14, each given
-    its position as a view of a device buffer (no host data). forward(g [1, Ht], c0 [1], k, v, u [15],
+    its position as a device tensor made once (no host data in the graph). forward(g [1, Ht], c0 [1], k, v, u [15],
     codes [15 + 1]) -> c15 [1, 1]; the codes in `codes`. prefill, step: the modules, or their compiled versions
     (one compiled step serves every t)."""
 
     def __init__(self, prefill: nn.Module, step: nn.Module, num_codes: int, device: torch.device):
         super().__init__()
         self.prefill, self.step, self.num_codes = prefill, step, num_codes
-        self.register_buffer("positions", torch.arange(num_codes, device=device), persistent=False)
+        self.positions = [torch.full((1,), t, device=device) for t in range(num_codes)]   # t [1] each, on the device
 
     def forward(self, g, c0, k, v, u, codes):
         token = self.prefill(g, c0, k, v, u, codes)
         for t in range(1, self.num_codes):
-            token = self.step(token, k, v, self.positions[t:t + 1], u, codes)
+            token = self.step(token, k, v, self.positions[t], u, codes)
         return token
 
 
