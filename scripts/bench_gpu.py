@@ -58,6 +58,7 @@ def mini_part(args, device, modes, out: dict, save) -> None:
 
     from helpers.experiment.inner_loop_pack import load_pack
     from helpers.measure.compiled_latency import compiled_round_profile, side_by_side
+    from helpers.measure.frame_anatomy import format_frame_anatomy, frame_anatomy
     from helpers.measure.kernel_counts import kernel_counts
     from helpers.method.calibration import expected_tokens_per_step
     from helpers.method.decoding import CompiledAR
@@ -75,6 +76,17 @@ def mini_part(args, device, modes, out: dict, save) -> None:
     out["mini"] = {"drafter": pack.main, "frames": g.shape[0], "expected_tokens_per_step": expected,
                    "first_rounds": first}
     graph_modes = [m for m in modes if m != "none"]
+    largest = max(trees)
+    mode = graph_modes[-1] if graph_modes else "none"
+    k1 = first[largest]
+    firsts = sorted({max(1, min(p.num_codes - 1, k1 + j)) for j in (-5, -4, -3, -2, -1, 0, 1)})
+    out["mini"]["anatomy"] = frame_anatomy(p, d, trees[largest], sampler, g, c0, u, mode, firsts,
+                                           iters=args.iters)
+    print(f"the frame's parts, N = {largest}, {mode}:\n" + format_frame_anatomy(out["mini"]["anatomy"]), flush=True)
+    save()
+    shift = k1 - out["mini"]["anatomy"]["best_first"]         # the first graph's size that paid best, for every N
+    first = {n: max(1, f - shift) for n, f in first.items()}
+    out["mini"]["first_rounds_used"] = first
     extra = {}
     for mode in graph_modes:
         if mode != modes[1]:                        # side_by_side builds the AR systems of its own mode
@@ -91,10 +103,10 @@ def mini_part(args, device, modes, out: dict, save) -> None:
     print(format_frames(out["mini"]["side_by_side"]), flush=True)
     save()
     out["mini"]["round_parts"] = {}
-    largest = max(trees)
     for mode in graph_modes:                         # inductor: the largest N alone (each N compiles its calls)
         sizes = trees if mode == "cuda_graph" else {largest: trees[largest]}
-        out["mini"]["round_parts"][mode] = compiled_round_profile(p, d, sizes, sampler, mode, iters=args.iters)
+        out["mini"]["round_parts"][mode] = compiled_round_profile(p, d, sizes, sampler, mode, iters=args.iters,
+                                                                  phases=(largest,))
         save()
     out["mini"]["kernels"] = kernel_counts(p, d, trees, g[:10], c0[:10], u[:10], sampler, first)
 
@@ -120,8 +132,8 @@ def real_part(args, device, modes, out: dict, deadline: float, save) -> None:
             real["modes"][mode] = {"skipped": "the command's time budget was spent"}
             continue
         t0 = time.perf_counter()
-        sizes = trees if mode != "inductor_graph" else {32: trees[32]}      # compile time: N = 32 alone
-        prof = compiled_round_profile(p, d, sizes, SamplerConfig(), mode, iters=args.iters)
+        sizes = trees
+        prof = compiled_round_profile(p, d, sizes, SamplerConfig(), mode, iters=args.iters, phases=(32,))
         prof["seconds"] = time.perf_counter() - t0
         prof["projection"] = {n: projection(prof["ar_call_ms"], prof["trees"][n]["round_ms"], tps)
                               for n, tps in PAPER_TOKENS_PER_STEP.items() if n in prof["trees"]}
@@ -135,6 +147,17 @@ def real_part(args, device, modes, out: dict, deadline: float, save) -> None:
 def format_frames(side: dict) -> str:
     from helpers.measure.compiled_latency import format_side_by_side
     return format_side_by_side(side)
+
+
+def round_parts_line(title: str, prof: dict) -> str:
+    """AR call, verify and round per N, and where phases were timed, the round up to the end of each."""
+    parts = []
+    for n, r in prof["trees"].items():
+        text = f"N = {n}: verify {r['verify_ms']:.3f}, round {r['round_ms']:.3f} ms ({r['round_over_ar']:.2f} AR calls)"
+        if "upto_ms" in r:
+            text += " (up to the end of " + ", ".join(f"{ph} {ms:.3f}" for ph, ms in r["upto_ms"].items()) + ")"
+        parts.append(text)
+    return f"{title}: AR call {prof['ar_call_ms']:.3f} ms; " + "; ".join(parts)
 
 
 def markdown(out: dict) -> str:
@@ -161,10 +184,20 @@ def markdown(out: dict) -> str:
                   f"{side['ratios'][spec][best_ar]:.2f}x the fastest AR at {rows[spec]['tokens_per_step']:.2f} "
                   f"tokens/step (measured speedup / tokens/step = "
                   f"{side['ratios'][spec][best_ar] / rows[spec]['tokens_per_step']:.2f}).", ""]
+        a = mini.get("anatomy")
+        if a:
+            lines += [f"The frame's parts, `FrameSpeculative` at N = {max(mini['first_rounds'], key=int)}, "
+                      f"{a['compile']}, k2 = {a['then']} (`helpers.measure.frame_anatomy`):", "",
+                      "| k1 | ms per frame | first graph + read, ms | one more graph + read, ms | rounds with work | "
+                      "rounds run | reads |", "|---|---|---|---|---|---|---|"]
+            lines += [f"| {k1} | {r['frame_ms']:.3f} | {r['open_ms']:.3f} | {r['more_ms']:.3f} | {r['rounds']:.2f} | "
+                      f"{r['executed']:.2f} | {r['reads']:.2f} |" for k1, r in a["rows"].items()]
+            if a["round_ms"] is not None:
+                lines += ["", f"A round inside the graph: {a['round_ms']:.3f} ms; a graph's launch and read: "
+                          f"{a['read_ms']:.3f} ms; the fastest first graph: k1 = {a['best_first']}."]
+            lines.append("")
         for mode, prof in mini.get("round_parts", {}).items():
-            lines += [f"Round parts at t = 1, {mode}: AR call {prof['ar_call_ms']:.3f} ms; " + "; ".join(
-                f"N = {n}: verify {r['verify_ms']:.3f}, round {r['round_ms']:.3f} ms ({r['round_over_ar']:.2f} AR "
-                f"calls)" for n, r in prof["trees"].items()), ""]
+            lines += [round_parts_line(f"Round parts at t = 1, {mode}", prof), ""]
         k = mini.get("kernels")
         if k:
             lines += [f"Kernels (dispatched ops): AR step {k['ar_step']}, prefill {k['prefill']}, full-tree round "
@@ -183,6 +216,8 @@ def markdown(out: dict) -> str:
                 pr = prof["projection"][n]
                 lines.append(f"| {mode} | {prof['ar_call_ms']:.3f} | {n} | {r['verify_ms']:.3f} | {r['round_ms']:.3f}"
                              f" | {r['round_over_ar']:.2f} | {pr['frame']:.2f}x at {pr['tokens_per_step']} |")
+        lines += [""] + [round_parts_line(f"0.6B round parts at t = 1, {mode}", prof)
+                         for mode, prof in real["modes"].items() if "skipped" not in prof]
         lines += ["", "Projected: a frame of 15 AR calls against the prefill plus 15 / tokens-per-step - 1 rounds, "
                   "each as measured here, with the paper's tokens/step at its own N.", ""]
     for part, err in out.get("errors", {}).items():

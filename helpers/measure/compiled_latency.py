@@ -149,13 +149,16 @@ def cuda_graph_comparison(predictor: CodePredictor, drafter: Drafter, trees: dic
 @torch.no_grad()
 def compiled_round_profile(predictor: CodePredictor, drafter: Drafter, trees: dict[int, SparseTree],
                            sampler: SamplerConfig = SamplerConfig(), compile: str = "inductor", t: int = 1,
-                           warmup: int = 20, iters: int = 200, torch_backend: str | None = None) -> dict:
+                           warmup: int = 20, iters: int = 200, torch_backend: str | None = None,
+                           phases: tuple[int, ...] = ()) -> dict:
     """Per-call p50 (ms) at root position t of the compiled AR call and, per N, of the compiled verify-only call
     (the fused call without drafts: layers + target heads, its outputs left on the device) and the whole
-    compiled round (+ sampling of every query token, the walk, the commit, the stop node's drafts).
+    compiled round (+ sampling of every query token, the walk, the commit, the stop node's drafts); for the N in
+    `phases`, also the round up to the end of each phase (`Round(until=...)`), each its own compiled call.
 
     -> {"ar_call_ms", "trees": {N: {"q", "verify_ms", "round_ms", "verify_over_ar" (verify - AR call),
-        "round_over_verify" (sample + walk + commit + drafts), "round_over_ar" (round / AR call)}}, "compile_s"}
+        "round_over_verify" (sample + walk + commit + drafts), "round_over_ar" (round / AR call), "upto_ms"
+        {phase: ms of the round up to its end} (N in phases)}}, "compile_s"}
     """
     device = predictor.device
     compiler = CallCompiler(compile, device, torch_backend)
@@ -180,9 +183,14 @@ def compiled_round_profile(predictor: CodePredictor, drafter: Drafter, trees: di
         query = torch.randint(0, core.vocab, (1, step.q), generator=gen, device=device)
         verify = p50(compiler(step, state), query, k, v, t_in)
         drafts = Drafts(core, drafter, tree.max_depth, max(tree.width))
-        full = p50(compiler(Round(step, drafts, sampler), state), query, k, v, t_in, u, codes)
+        rnd = compiler.kernels(Round(step, drafts, sampler))
+        full = p50(compiler.capture(rnd, state), query, k, v, t_in, u, codes)
         out["trees"][n] = {"q": step.q, "verify_ms": verify, "round_ms": full, "verify_over_ar": verify - out[
             "ar_call_ms"], "round_over_verify": full - verify, "round_over_ar": full / out["ar_call_ms"]}
+        if n in phases:
+            out["trees"][n]["upto_ms"] = {
+                phase: p50(compiler.capture(lambda *a, phase=phase: rnd(*a, until=phase), state), query, k, v, t_in,
+                           u, codes) for phase in ("verify", "sample", "walk", "commit")}
     out["compile_s"] = compiler.seconds
     return out
 

@@ -100,11 +100,11 @@ class CallCompiler:
     def _timed_first(self, fn):
         done = []
 
-        def call(*args):
+        def call(*args, **kwargs):
             if done:
-                return fn(*args)
+                return fn(*args, **kwargs)
             start = time.perf_counter()
-            out = fn(*args)
+            out = fn(*args, **kwargs)
             self.seconds += time.perf_counter() - start
             done.append(True)
             return out

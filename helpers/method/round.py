@@ -196,21 +196,29 @@ class Round(nn.Module):
         self.index = TreeIndex(step.tree, step.core.heads.device)
         self.register_buffer("spare", torch.full((1,), self.n, device=step.core.heads.device), persistent=False)
 
-    def forward(self, query, k, v, t, u, codes, clock=None):
+    def forward(self, query, k, v, t, u, codes, clock=None, until: str | None = None):
+        """until: the round up to the end of one phase ("verify", "sample", "walk", "commit"), returning what that
+        phase made (logits; ys; stop; t_new): how `compiled_round_profile` times each phase's share."""
         ix, n = self.index, self.n
         live = t < n                                                                             # [1]
         t_at = t.clamp(max=n - 1)                                                                # a row that exists
         # verify: target logits [1, q, V], the query's keys/values [L, 1, kv, q, d], states [1, q, H]
         logits, k_new, v_new, state = self.step(query, k, v, t_at, clock)
         _mark(clock, "heads")
+        if until == "verify":
+            return logits
         # accept: every token's sample (a depth-d token's output is c_{t+d+1}, drawn with u[t + d]), the walk
         position = t_at + ix.depth                                                               # [q]
         ys = sample(target_probs(logits[0], self.sampler), u.index_select(0, position.clamp(max=n - 1)))
         _mark(clock, "sample")
+        if until == "sample":
+            return ys
         stop = accept(query, ys[None], ix, position < n)                                         # [1]
         path = ix.paths.index_select(0, stop)[0]                                                 # [D + 1]
         depth = ix.depth.index_select(0, stop)                                                   # [1]
         _mark(clock, "walk")
+        if until == "walk":
+            return stop
         # commit: c_{t+1}.. of the root and the accepted path (the rest into the spare slot), and their keys/values
         written = live & (ix.steps <= depth)                                                     # [D + 1]
         codes.index_copy_(0, torch.where(written, t_at + ix.steps, self.spare), ys.index_select(0, path))
@@ -218,6 +226,8 @@ class Round(nn.Module):
                   v_new.index_select(3, path))
         t_new = t + (depth + 1) * live
         _mark(clock, "commit")
+        if until == "commit":
+            return t_new
         # draft: the next round's candidates from the stop node's state
         cand = self.drafts(state[0].index_select(0, stop), t_new)                               # [D, m]
         out = ix.query(ys.index_select(0, stop), cand)
