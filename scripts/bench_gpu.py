@@ -1,7 +1,7 @@
 """`make bench-gpu`: where speculation must pay, a GPU at batch 1. One command, offline, minutes; JSON and Markdown.
 
     python scripts/bench_gpu.py --out outputs/gpu-reference            # CUDA (H100 / H200): about 5 minutes
-    python scripts/bench_gpu.py --device cpu --quick --out /tmp/bench  # this CPU: the same code, eager modes only
+    python scripts/bench_gpu.py --device cpu --quick --out outputs/bench-gpu-cpu  # this CPU: the same code, eager modes only
 
 It reads the shipped miniature (outputs/gpu-pack/: the code predictor, trained drafters, calibration tables and
 validation frames; `helpers.experiment.inner_loop_pack`), so it trains nothing and needs no espeak, and builds the
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -259,8 +260,9 @@ def main(argv=None) -> int:
     device = torch.device(args.device)
     modes = ["none", "cuda_graph", "inductor_graph"] if device.type == "cuda" else ["none"]
     start = time.perf_counter()
+    recorded = {k: os.path.relpath(v, ROOT) if k in ("out", "pack") else v for k, v in vars(args).items()}
     out = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-           "torch": torch.__version__, "machine": machine(), "args": vars(args), "errors": {}}
+           "torch": torch.__version__, "machine": machine(), "args": recorded, "errors": {}}
     outdir = Path(args.out)
     outdir.mkdir(parents=True, exist_ok=True)
 

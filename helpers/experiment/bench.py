@@ -9,6 +9,8 @@ with `make run`; built if absent) and saves outputs/bench/latency_mini_cpu.json.
   (official generate, AR and speculative per deployment), where the best one's call spends its time;
 - Figure 4 for this CPU at the exact 0.6B shape (random weights): every deployment, eager and compiled, per N
   (`measure.deployments.real_shape_grid`), saved as outputs/bench/cpu_0.6b.json (notebook 06 and report.md read it);
+- kernels (dispatched ops) per AR step and per round, host reads per frame of each decoder (`measure.kernel_counts`:
+  a captured graph's cost on a GPU, counted on any machine);
 - compiled against eager (`measure.compiled_latency`): the official generate, our AR loop eager and compiled, our
   speculative loop eager and compiled per N (per-frame p50, every ratio, compile time apart), the compiled round.
 """
@@ -30,6 +32,7 @@ from helpers.measure.compiled_latency import (compiled_round_profile, format_rou
                                              side_by_side)
 from helpers.measure.deployments import format_frames, format_grid, format_phases, real_shape_grid
 from helpers.measure.floor import format_floor, host_floor, matmul_floor
+from helpers.measure.kernel_counts import format_kernel_counts, kernel_counts
 from helpers.measure.latency import SIZES, format_table, latency_metrics
 from helpers.measure.machine import machine
 from helpers.measure.profile import format_profile
@@ -100,6 +103,11 @@ def main(argv=None) -> dict:
             "trees": {n: [list(p) for p in tree.paths] for n, tree in trees.items()}, "metrics": metrics,
             "seconds": time.perf_counter() - start}
     save_json(args.out, data)                                   # the eager part is saved before the compiled run
+    u = frame_uniforms(torch.Generator().manual_seed(args.seed), predictor.num_codes, batch=10, device=predictor.device)
+    data["kernels"] = kernel_counts(predictor, drafter, {n: trees[n] for n in (4, 16, 32) if n in trees}, g[:10],
+                                    c0[:10], u)
+    print("what a GPU will pay for, counted here:\n" + format_kernel_counts(data["kernels"]))
+    save_json(args.out, data)
     print("every CPU deployment on the miniature (dtype x kernel): calls per N, whole frames, phases ...", flush=True)
     P = load_params(args.params, overrides)
     data["deployments"] = deployment_comparison(

@@ -1,4 +1,5 @@
-"""The README's results table, generated from a run's metrics.json so that the two cannot disagree:
+"""The README's results table, generated from a run's metrics.json (and the committed GPU reference,
+outputs/gpu-reference/) so that they cannot disagree:
 
     python -m helpers.report.readme_results [outputs/mini-reference] [--write README.md]
 
@@ -13,6 +14,7 @@ import json
 from pathlib import Path
 
 from helpers.measure.machine import measured_on
+from helpers.report.gpu_reference import GPU_REFERENCE, gpu_label, gpu_summary, load_gpu_reference
 from helpers.report.paper import PAPER, PAPER_DRAFTERS
 from helpers.report.tables import markdown
 
@@ -77,9 +79,25 @@ def results_rows(m: dict) -> list[dict]:
     return rows
 
 
-def results_block(run_dir: str | Path) -> str:
+def gpu_results_rows(gpu: dict) -> list[dict]:
+    """The GPU reference's headline rows (`helpers.report.gpu_reference`), labelled with its machine."""
+    s, where = gpu_summary(gpu), gpu_label(gpu)
+    m3 = PAPER["figure4_latency"]["devices"]["macbook_m3_pro"]
+    return [{"result": f"GPU, miniature, whole frames: fastest speculative / fastest AR loop ({where})",
+             "this run": f"{s['speedup']:.2f}x ({s['fastest_spec']} / {s['fastest_ar']}) at {s['tokens_per_step']:.2f} "
+                         "tokens/step", "paper (0.6B)": "-"},
+            {"result": f"GPU, 0.6B shape, N = 32: verify call / round, in AR calls; projected speedup with the paper's "
+                       f"tokens/step ({where})",
+             "this run": f"{s['real_verify_over_ar']:.2f} / {s['real_round_over_ar']:.2f}; {s['real_projected']:.2f}x "
+                         f"({s['real_mode']})",
+             "paper (0.6B)": "{:.3f} verify (M3 Pro); {:.2f}x".format(1 + m3["overhead_at_N32"], m3["speedup_at_N32"])}]
+
+
+def results_block(run_dir: str | Path, gpu_reference: str | Path = GPU_REFERENCE) -> str:
+    """The block from the run's metrics.json and, where it exists, the committed GPU reference."""
     m = json.loads((Path(run_dir) / "metrics.json").read_text())
-    return "\n".join([BEGIN, markdown(results_rows(m)), END])
+    gpu = load_gpu_reference(gpu_reference)
+    return "\n".join([BEGIN, markdown(results_rows(m) + (gpu_results_rows(gpu) if gpu else [])), END])
 
 
 def replace_block(text: str, block: str) -> str:

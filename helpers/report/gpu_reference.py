@@ -1,0 +1,100 @@
+"""The committed GPU reference (`make bench-gpu` -> outputs/gpu-reference/bench_gpu.json) as rows and sentences, for
+notebook 06 and the README, each number from the file and labelled with the machine it was measured on.
+
+`gpu_frame_rows`: the miniature's whole frames per system; `gpu_round_rows`: the round's parts per shape and mode;
+`gpu_summary`: the numbers the sentences use; `gpu_sentence`: where the method pays and what holds it down.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+GPU_REFERENCE = Path(__file__).resolve().parents[2] / "outputs" / "gpu-reference" / "bench_gpu.json"   # committed
+
+
+def load_gpu_reference(path: str | Path = GPU_REFERENCE) -> dict | None:
+    """The GPU reference, or None where there is none."""
+    path = Path(path)
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def gpu_label(data: dict) -> str:
+    """"Measured on NVIDIA H200, one run of make bench-gpu"."""
+    return f"Measured on {data['device']}, one run of make bench-gpu (torch {data['torch']})"
+
+
+def gpu_frame_rows(data: dict) -> list[dict]:
+    """One row per system of the miniature's side-by-side, fastest first."""
+    side = data["mini"]["side_by_side"]
+    best = side["fastest_ar"]
+    rows = []
+    for name, r in sorted(side["systems"].items(), key=lambda kv: kv[1]["frame_ms"]):
+        rows.append({"system": name, "ms per frame (p50)": round(r["frame_ms"], 2),
+                     "x the fastest AR": round(side["ratios"][name][best], 2),
+                     "tokens/step": round(r["tokens_per_step"], 2) if r["tokens_per_step"] else "-",
+                     "host reads per frame": round(r["reads_per_frame"], 1) if r.get("reads_per_frame") is not None
+                     else "-", "identical to AR": f"{r['identical']}/{side['frames']}" if r["identical"] is not None
+                     else "-"})
+    return rows
+
+
+def gpu_round_rows(data: dict) -> list[dict]:
+    """The captured round at t = 1: AR call, verify call and round (ms, and in AR calls) per shape, mode and N."""
+    rows = []
+    shapes = [("miniature, float32", data["mini"].get("round_parts", {}))]
+    shapes.append((f"0.6B shape, {data['real']['dtype']}", data.get("real", {}).get("modes", {})))
+    for shape, modes in shapes:
+        for mode, prof in modes.items():
+            if "skipped" in prof:
+                continue
+            ar = prof["ar_call_ms"]
+            for n, r in prof["trees"].items():
+                rows.append({"shape": shape, "mode": mode, "N": int(n), "AR call ms": round(ar, 3),
+                             "verify ms": round(r["verify_ms"], 3), "round ms": round(r["round_ms"], 3),
+                             "verify / AR call": round(r["verify_ms"] / ar, 2),
+                             "round / AR call": round(r["round_ms"] / ar, 2)})
+    return rows
+
+
+def gpu_summary(data: dict) -> dict:
+    """The headline numbers: the miniature's fastest speculative over fastest AR and its tokens/step, its verify and
+    round in AR calls (inductor_graph, N = 32), the ceiling tokens/step / (verify / AR call); the 0.6B shape's
+    round in AR calls and projected speedup at N = 32 (the fastest mode)."""
+    side = data["mini"]["side_by_side"]
+    spec, ar = side["fastest_spec"], side["fastest_ar"]
+    tps = side["systems"][spec]["tokens_per_step"]
+    mini_parts = data["mini"]["round_parts"]
+    mode = "inductor_graph" if "inductor_graph" in mini_parts else next(iter(mini_parts))
+    n = max(mini_parts[mode]["trees"], key=int)
+    mp = mini_parts[mode]["trees"][n]
+    mini_verify = mp["verify_ms"] / mini_parts[mode]["ar_call_ms"]
+    real = {m: p for m, p in data["real"]["modes"].items() if "skipped" not in p and "32" in map(str, p["trees"])}
+    best = min(real, key=lambda m: real[m]["trees"][_key(real[m]["trees"], 32)]["round_ms"])
+    r32 = real[best]["trees"][_key(real[best]["trees"], 32)]
+    return {"speedup": side["ratios"][spec][ar], "fastest_spec": spec, "fastest_ar": ar, "tokens_per_step": tps,
+            "mini_mode": mode, "mini_n": int(n), "mini_verify_over_ar": mini_verify,
+            "mini_round_over_ar": mp["round_ms"] / mini_parts[mode]["ar_call_ms"],
+            "ceiling": tps / mini_verify, "real_mode": best, "real_verify_over_ar": r32["verify_ms"] / real[best][
+                "ar_call_ms"], "real_round_over_ar": r32["round_over_ar"],
+            "real_projected": real[best]["projection"][_key(real[best]["projection"], 32)]["frame"],
+            "paper_tokens_per_step": real[best]["projection"][_key(real[best]["projection"], 32)]["tokens_per_step"]}
+
+
+def _key(d: dict, n: int):
+    return n if n in d else str(n)
+
+
+def gpu_sentence(data: dict) -> str:
+    """Where the method pays and what holds it down, from the reference's own numbers."""
+    s = gpu_summary(data)
+    verdict = "faster than" if s["speedup"] > 1.0 else "no faster than"
+    return (f"{gpu_label(data)}: at batch 1 a GPU call is launch-bound, so the verify call over N + 1 = 33 tokens "
+            f"costs only {s['real_verify_over_ar']:.2f} AR calls at the 0.6B shape ({s['real_mode']}), and a whole "
+            f"round, with its sampling, walk, commit and drafts, {s['real_round_over_ar']:.2f}: with the paper's "
+            f"{s['paper_tokens_per_step']:.2f} tokens/step that projects {s['real_projected']:.2f}x per frame. On "
+            f"the miniature the fastest speculative loop ({s['fastest_spec']}) is {s['speedup']:.2f}x the fastest AR "
+            f"loop ({s['fastest_ar']}), {verdict} it: its {s['tokens_per_step']:.2f} tokens/step meet a verify call of "
+            f"{s['mini_verify_over_ar']:.2f} AR calls and a round of {s['mini_round_over_ar']:.2f} "
+            f"({s['mini_mode']}, N = {s['mini_n']}), so even a round that cost its verify call alone would give at "
+            f"most {s['ceiling']:.2f}x.")

@@ -1,0 +1,97 @@
+"""`make bench-gpu` on this CPU (its eager modes), the shipped inner-loop pack it reads, the counts it prints, and the
+committed GPU reference as notebook 06 and the README read it."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from drafting import TREES, random_drafters
+from helpers.experiment.inner_loop_pack import load_pack
+from helpers.measure.kernel_counts import format_kernel_counts, kernel_counts
+from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.frame import FrameSpeculative
+from helpers.method.sampling import frame_uniforms
+from helpers.report.gpu_reference import (gpu_frame_rows, gpu_round_rows, gpu_sentence, gpu_summary,
+                                         load_gpu_reference)
+from test_compiled import SAMPLER, frames
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench_gpu():
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "scripts" / "bench_gpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_shipped_pack_decodes_exactly():
+    """The pack's miniature in float64: the frame decoder and the eager speculative decoder return the AR codes."""
+    pack = load_pack(ROOT / "outputs" / "gpu-pack", dtype=torch.float64)
+    p, d = pack.predictor, pack.drafters[pack.main]
+    tree = pack.trees[pack.main][32]
+    g, c0 = pack.g[:6], pack.c0[:6]
+    u = frame_uniforms(torch.Generator().manual_seed(0), p.num_codes, batch=6)
+    ar = decode_frame_ar(p, g, c0, pack.sampler, u).codes
+    calls = 0
+    for dec in (FrameSpeculative(p, d, tree, pack.sampler, "none", first=4), SpeculativeDecoder(p, d, tree, pack.sampler)):
+        for i in range(6):
+            r = dec.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1])
+            assert torch.equal(r.codes[0], ar[i])
+            calls += r.calls
+    assert calls < 2 * 6 * 15, "the trained drafter never accepted a draft"
+    with pytest.raises(FileNotFoundError, match="not an inner-loop pack"):
+        load_pack(ROOT / "outputs")
+
+
+def test_kernel_counts_count_what_a_graph_launches(tiny):
+    spec, _, cp = tiny
+    drafter = random_drafters(cp, seed=1)["offsets"]
+    g, c0, u = frames(spec, 4, seed=3)
+    counts = kernel_counts(cp, drafter, {4: TREES["sparse4"], 16: TREES["sparse16"]}, g, c0, u, SAMPLER, {4: 3, 16: 2})
+    assert 0 < counts["prefill"] and 0 < counts["ar_step"] < counts["rounds"][4] <= counts["rounds"][16]
+    reads = counts["reads"]
+    assert reads["ar_eager"] == reads["ar_frame"] == 0
+    assert 1 <= reads["spec4_frame"] <= reads["spec4"] and 1 <= reads["spec16_frame"] <= reads["spec16"]
+    assert "host reads per frame" in format_kernel_counts(counts)
+
+
+def test_bench_gpu_runs_here(tmp_path):
+    """The command's CPU check: every part runs, the codes are the AR codes, the files say where they were made."""
+    module = bench_gpu()
+    rc = module.main(["--device", "cpu", "--quick", "--sizes", "4", "--frames", "2", "--iters", "2",
+                      "--out", str(tmp_path)])
+    out = json.loads((tmp_path / "bench_gpu.json").read_text())
+    assert rc == 0 and not out["errors"], out["errors"]
+    side = out["mini"]["side_by_side"]
+    assert {"official", "ar", "spec4", "spec4_frame_none"} <= set(side["systems"])
+    assert all(r["identical"] == side["frames"] for r in side["systems"].values() if r["identical"] is not None)
+    assert out["mini"]["anatomy"]["rows"] and out["mini"]["kernels"]["rounds"]
+    assert set(out["real"]["modes"]["none"]["projection"]) == {"16", "32"}
+    text = (tmp_path / "bench_gpu.md").read_text()
+    assert "Measured on" in text and "0.6B shape" in text
+
+
+def test_bench_gpu_names_what_is_missing(monkeypatch, capsys):
+    module = bench_gpu()
+    monkeypatch.setattr(module, "NEEDS", module.NEEDS + ("no_such_package_here",))
+    assert module.main(["--device", "cpu", "--quick"]) == 2
+    assert "no_such_package_here" in capsys.readouterr().err
+
+
+def test_the_committed_gpu_reference_reads_as_it_says():
+    """Notebook 06 and the README read outputs/gpu-reference/: every row labelled, the sentence from its numbers."""
+    gpu = load_gpu_reference()
+    assert gpu is not None and gpu["device"].startswith("NVIDIA") and not gpu["errors"]
+    s = gpu_summary(gpu)
+    side = gpu["mini"]["side_by_side"]
+    assert all(r["identical"] == side["frames"] for r in side["systems"].values() if r["identical"] is not None)
+    assert len(gpu_frame_rows(gpu)) == len(side["systems"]) and gpu_round_rows(gpu)
+    sentence = gpu_sentence(gpu)
+    assert sentence.startswith(f"Measured on {gpu['device']}")
+    for value in (s["real_verify_over_ar"], s["real_round_over_ar"], s["real_projected"], s["speedup"], s["ceiling"]):
+        assert f"{value:.2f}" in sentence
+    assert ("no faster than" in sentence) == (s["speedup"] <= 1.0)
