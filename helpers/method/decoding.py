@@ -95,7 +95,7 @@ class ARDecoder:
                      clock=no_clock) -> FrameResult:
         """c1..c15 of a batch of frames, one call per code. g [B, H], c0 [B], u [B, 15].
 
-        clock: a `helpers.measure.profile.PhaseClock` to tell where each phase of the frame ends (profiling)."""
+        clock: a `helpers.method.clock.PhaseClock` to tell where each phase of the frame ends (profiling)."""
         predictor, core, step = self.predictor, self.core, self.step
         _check_frame_inputs(predictor, g, c0, u)
         core.refresh()
@@ -204,7 +204,7 @@ class SpeculativeDecoder:
     def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, clock=no_clock) -> FrameResult:
         """Speculative c1..c15 for one frame. g [1, H], c0 [1], u [1, 15] -> FrameResult.
 
-        clock: a `helpers.measure.profile.PhaseClock` told where each phase of a round ends (eager; a compiled
+        clock: a `helpers.method.clock.PhaseClock` told where each phase of a round ends (eager; a compiled
         call is one phase, "call")."""
         p, s, n = self.predictor, self.state, self.predictor.num_codes
         self.core.refresh()

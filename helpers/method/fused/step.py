@@ -131,7 +131,7 @@ class FusedStep(nn.Module):
 
     def call_at(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: int, clock=None):
         """The same call with the root position as a host int: rows read as views (what eager CPU calls run).
-        clock: optional `helpers.measure.profile.PhaseClock`, told when the layers end (the rest is the heads)."""
+        clock: optional `helpers.method.clock.PhaseClock`, told when the layers end (the rest is the heads)."""
         if self._generation != self.core.generation:
             self._tables()
         emb_offset, cos, sin, mask, heads = self.rows[t]
