@@ -16,6 +16,8 @@ validation frames; `helpers.experiment.inner_loop_pack`), so it trains nothing a
 (c) kernels per AR step and per round, host reads per frame (`helpers.measure.kernel_counts`).
 (d) the 0.6B shape, bfloat16, random weights: captured AR call, verify and round per N (cuda_graph,
     inductor_graph), and the projection from the measured round and the paper's own tokens/step (N = 16, 32).
+(e) exactness in float64 on the device: every mode's AR frame, per-round and frame decoders against the eager AR loop.
+--parts picks some of mini (a-c), real (d), exact (e); --name the files' name.
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ sys.path.insert(0, str(ROOT))
 
 NEEDS = ("torch", "transformers", "qwen_tts", "safetensors", "numpy", "yaml", "librosa", "soundfile")
 PAPER_TOKENS_PER_STEP = {16: 2.25, 32: 2.47}         # the paper's offsets, at its own N (paper_numbers.yaml)
+
+
+def _shown(path: str) -> str:
+    """A path as recorded: relative to the repository where it lies inside it, else its last part (no machine paths)."""
+    resolved = Path(path).resolve()
+    return os.path.relpath(resolved, ROOT) if resolved.is_relative_to(ROOT) else resolved.name
 
 
 def missing_packages() -> list[str]:
@@ -145,6 +153,38 @@ def real_part(args, device, modes, out: dict, deadline: float, save) -> None:
             f"projected {prof['projection'][n]['frame']:.2f}x" for n, r in prof["trees"].items()), flush=True)
 
 
+def exact_part(args, device, modes, out: dict, save) -> None:
+    """(e) In float64 on the device, every mode's decoders return the eager AR loop's codes frame by frame: the AR
+    frame, the per-round speculative decoder and `FrameSpeculative` (inductor_graph: the largest N alone)."""
+    import torch
+
+    from helpers.experiment.inner_loop_pack import load_pack
+    from helpers.method.decoding import CompiledAR, CompiledSpeculative, decode_frame_ar
+    from helpers.method.frame import FrameSpeculative
+    from helpers.method.sampling import frame_uniforms
+
+    pack = load_pack(args.pack, device, torch.float64)
+    p, d, sampler = pack.predictor, pack.drafters[pack.main], pack.sampler
+    frames = min(args.frames, 20)
+    g, c0 = pack.g[:frames], pack.c0[:frames]
+    u = frame_uniforms(torch.Generator().manual_seed(args.seed), p.num_codes, batch=frames, device=device)
+    ar = decode_frame_ar(p, g, c0, sampler, u).codes
+    rows = out["exact"] = {"dtype": "float64", "frames": frames, "identical": {}}
+    for mode in modes:
+        sizes = args.sizes if mode != "inductor_graph" else [max(args.sizes)]
+        decoders = {f"arframe_{mode}": CompiledAR(p, sampler, mode)} if mode != "none" else {}
+        for n in sizes:
+            tree = pack.trees[pack.main][n]
+            decoders[f"spec{n}_{mode}"] = CompiledSpeculative(p, d, tree, sampler, mode)
+            decoders[f"spec{n}_frame_{mode}"] = FrameSpeculative(p, d, tree, sampler, mode, first=4)
+        for name, dec in decoders.items():
+            rows["identical"][name] = sum(bool(torch.equal(dec.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1])
+                                                           .codes[0], ar[i])) for i in range(frames))
+        save()
+    print("float64 on the device, frames identical to the eager AR loop: " + ", ".join(
+        f"{k} {v}/{frames}" for k, v in rows["identical"].items()), flush=True)
+
+
 def format_frames(side: dict) -> str:
     from helpers.measure.compiled_latency import format_side_by_side
     return format_side_by_side(side)
@@ -221,6 +261,10 @@ def markdown(out: dict) -> str:
                          for mode, prof in real["modes"].items() if "skipped" not in prof]
         lines += ["", "Projected: a frame of 15 AR calls against the prefill plus 15 / tokens-per-step - 1 rounds, "
                   "each as measured here, with the paper's tokens/step at its own N.", ""]
+    exact = out.get("exact")
+    if exact:
+        lines += [f"## Exactness, {exact['dtype']} on the device", "", "Frames whose codes equal the eager AR loop's, "
+                  f"of {exact['frames']}: " + ", ".join(f"{k} {v}" for k, v in exact["identical"].items()) + ".", ""]
     for part, err in out.get("errors", {}).items():
         lines += [f"Part {part} failed: {err}", ""]
     return "\n".join(lines)
@@ -236,6 +280,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget", type=float, default=330, help="seconds after which the 0.6B inductor part is skipped")
+    ap.add_argument("--parts", nargs="+", default=["mini", "real", "exact"], choices=["mini", "real", "exact"])
+    ap.add_argument("--name", default="bench_gpu", help="the output files' name (.json, .md)")
     ap.add_argument("--out", default=str(ROOT / "outputs" / "gpu-reference"))
     args = ap.parse_args(argv)
     missing = missing_packages()
@@ -260,7 +306,7 @@ def main(argv=None) -> int:
     device = torch.device(args.device)
     modes = ["none", "cuda_graph", "inductor_graph"] if device.type == "cuda" else ["none"]
     start = time.perf_counter()
-    recorded = {k: os.path.relpath(v, ROOT) if k in ("out", "pack") else v for k, v in vars(args).items()}
+    recorded = {k: _shown(v) if k in ("out", "pack") else v for k, v in vars(args).items()}
     out = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
            "torch": torch.__version__, "machine": machine(), "args": recorded, "errors": {}}
     outdir = Path(args.out)
@@ -268,10 +314,12 @@ def main(argv=None) -> int:
 
     def save():                                       # after every step: a later failure loses nothing
         out["seconds"] = time.perf_counter() - start
-        save_json(outdir / "bench_gpu.json", out)
+        save_json(outdir / f"{args.name}.json", out)
 
-    for name, part in (("miniature", lambda: mini_part(args, device, modes, out, save)),
-                       ("0.6B shape", lambda: real_part(args, device, modes, out, start + args.budget, save))):
+    parts = {"mini": ("miniature", lambda: mini_part(args, device, modes, out, save)),
+             "real": ("0.6B shape", lambda: real_part(args, device, modes, out, start + args.budget, save)),
+             "exact": ("exactness", lambda: exact_part(args, device, modes, out, save))}
+    for name, part in (parts[key] for key in args.parts):
         try:
             part()
         except Exception as err:                      # noqa: BLE001: every part is recorded, the command fails
@@ -280,8 +328,8 @@ def main(argv=None) -> int:
             out["errors"][name] = f"{type(err).__name__}: {err}"
         save()
     text = markdown(out)
-    atomic_write(outdir / "bench_gpu.md", lambda path: path.write_text(text))
-    print(f"saved {outdir / 'bench_gpu.json'} and bench_gpu.md ({out['seconds']:.0f} s)")
+    atomic_write(outdir / f"{args.name}.md", lambda path: path.write_text(text))
+    print(f"saved {outdir / args.name}.json and .md ({out['seconds']:.0f} s)")
     return 1 if out["errors"] else 0
 
 

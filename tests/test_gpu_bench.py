@@ -95,3 +95,7 @@ def test_the_committed_gpu_reference_reads_as_it_says():
     for value in (s["real_verify_over_ar"], s["real_round_over_ar"], s["real_projected"], s["speedup"], s["ceiling"]):
         assert f"{value:.2f}" in sentence
     assert ("no faster than" in sentence) == (s["speedup"] <= 1.0)
+    exact = load_gpu_reference(Path(ROOT / "outputs" / "gpu-reference" / "exact_float64.json"))
+    assert exact["exact"]["dtype"] == "float64" and {"cuda_graph", "inductor_graph"} <= {
+        name.rsplit("_", 2)[-2] + "_graph" for name in exact["exact"]["identical"] if name.endswith("_graph")}
+    assert all(n == exact["exact"]["frames"] for n in exact["exact"]["identical"].values())
