@@ -96,7 +96,8 @@ def test_compile_parameter_is_validated(tiny):
 
 
 def test_params_modes_are_the_methods():
-    with pytest.raises(ParamsError, match="needs device cuda"):
-        RunParams(compile="cuda_graph")
+    for mode in ("cuda_graph", "inductor_graph"):
+        with pytest.raises(ParamsError, match=f"compile='{mode}' needs device cuda"):
+            RunParams(compile=mode)
     with pytest.raises(ParamsError, match="compile_tree_sizes"):
         RunParams(compile_tree_sizes=[0])

@@ -147,7 +147,8 @@ class RunParams:
     latency_frames: int = 200               # whole frames timed AR vs speculative (recorded evaluation frames)
     coreml_tree_size: int = 16
     # compiled calls beside the eager ones in notebook 06 (helpers.method.decoding, helpers.method.compiler): none (skip: compiling costs
-    # about a minute per decoder on a CPU), inductor (torch.compile, CPU or CUDA), cuda_graph (CUDA only)
+    # about a minute per decoder on a CPU), inductor (torch.compile, CPU or CUDA), cuda_graph and inductor_graph (CUDA
+    # graphs of the eager or of inductor's kernels; CUDA only)
     compile: str = "none"
     compile_tree_sizes: list[int] = field(default_factory=lambda: [4, 8, 16])
     # CUDA-graph capture in notebook 06's latency measurements: auto (on where the timed model is on CUDA, off
@@ -176,8 +177,8 @@ class RunParams:
         if self.cuda_graph == "on" and self.device == "cpu":
             raise ParamsError("cuda_graph='on' needs device cuda (or auto on a CUDA machine); "
                               "on a CPU use cuda_graph='auto' or 'off'")
-        if self.compile == "cuda_graph" and self.device == "cpu":
-            raise ParamsError("compile='cuda_graph' needs device cuda (or auto on a CUDA machine); "
+        if self.compile in ("cuda_graph", "inductor_graph") and self.device == "cpu":
+            raise ParamsError(f"compile={self.compile!r} needs device cuda (or auto on a CUDA machine); "
                               "on a CPU use compile='inductor' or 'none'")
         if not 1 <= self.coreml_tree_size <= 64:
             raise ParamsError(f"coreml_tree_size={self.coreml_tree_size} must be in 1..64")
