@@ -191,19 +191,19 @@ def format_frames(side: dict) -> str:
 
 
 def round_parts_line(title: str, prof: dict) -> str:
-    """AR call, verify and round per N, and where phases were timed, the round up to the end of each."""
-    parts = []
-    for n, r in prof["trees"].items():
-        text = f"N = {n}: verify {r['verify_ms']:.3f}, round {r['round_ms']:.3f} ms ({r['round_over_ar']:.2f} AR calls)"
-        if "upto_ms" in r:
-            text += " (up to the end of " + ", ".join(f"{ph} {ms:.3f}" for ph, ms in r["upto_ms"].items()) + ")"
-        parts.append(text)
-    return f"{title}: AR call {prof['ar_call_ms']:.3f} ms; " + "; ".join(parts)
+    """The round up to the end of each phase, per N where phases were timed (ms)."""
+    from helpers.method.round import ROUND_PHASES
+
+    return f"{title}: " + "; ".join(
+        f"N = {n}: " + ", ".join(f"{ph} {r['upto_ms'][ph]:.3f}" for ph in ROUND_PHASES) + f", round {r['round_ms']:.3f}"
+        for n, r in prof["trees"].items() if "upto_ms" in r) + "."
 
 
 def markdown(out: dict) -> str:
     """The report: machine, the miniature's frames, the round's parts, counts, the 0.6B shape's projection."""
     from helpers.measure.machine import measured_on
+    from helpers.report import tables
+    from helpers.report.gpu_reference import gpu_frame_rows, gpu_round_rows
 
     lines = [f"# GPU reference: {out['device']}", "", f"{measured_on(out['machine'])}. torch {out['torch']}; "
              f"{out['seconds']:.0f} s in all. Written by `make bench-gpu` (scripts/bench_gpu.py).", ""]
@@ -212,14 +212,7 @@ def markdown(out: dict) -> str:
         side = mini["side_by_side"]
         rows, best_ar = side["systems"], side["fastest_ar"]
         lines += [f"## Miniature, float32, {side['frames']} validation frames ({mini['drafter']} drafter)", "",
-                  "| system | ms per frame (p50) | fastest AR / it | official / it | tokens/step | host reads per frame "
-                  "| identical |", "|---|---|---|---|---|---|---|"]
-        for name, r in sorted(rows.items(), key=lambda kv: kv[1]["frame_ms"]):
-            tps = f"{r['tokens_per_step']:.2f}" if r["tokens_per_step"] else "-"
-            reads = f"{r['reads_per_frame']:.1f}" if r.get("reads_per_frame") is not None else "-"
-            same = f"{r['identical']}/{side['frames']}" if r["identical"] is not None else "-"
-            lines.append(f"| {name} | {r['frame_ms']:.2f} | {side['ratios'][name][best_ar]:.2f} | "
-                         f"{side['ratios'][name].get('official', float('nan')):.1f} | {tps} | {reads} | {same} |")
+                  tables.markdown(gpu_frame_rows(out))]
         spec = side["fastest_spec"]
         lines += ["", f"Fastest AR: {best_ar}; fastest speculative: {spec}, "
                   f"{side['ratios'][spec][best_ar]:.2f}x the fastest AR at {rows[spec]['tokens_per_step']:.2f} "
@@ -237,28 +230,20 @@ def markdown(out: dict) -> str:
                 lines += ["", f"A round inside the graph: {a['round_ms']:.3f} ms; a graph's launch and read: "
                           f"{a['read_ms']:.3f} ms; the fastest first graph: k1 = {a['best_first']}."]
             lines.append("")
-        for mode, prof in mini.get("round_parts", {}).items():
-            lines += [round_parts_line(f"Round parts at t = 1, {mode}", prof), ""]
         k = mini.get("kernels")
         if k:
             lines += [f"Kernels (dispatched ops): AR step {k['ar_step']}, prefill {k['prefill']}, full-tree round "
                       + ", ".join(f"N = {n}: {c}" for n, c in k["rounds"].items()) + ". Host reads per frame: "
                       + ", ".join(f"{name} {r:.1f}" for name, r in k["reads"].items()) + ".", ""]
     real = out.get("real")
-    if real:
-        lines += [f"## The 0.6B shape, {real['dtype']}, random weights", "",
-                  "| mode | AR call ms | N | verify ms | round ms | round / AR call | projected speedup (paper "
-                  "tokens/step) |", "|---|---|---|---|---|---|---|"]
-        for mode, prof in real["modes"].items():
-            if "skipped" in prof:
-                lines.append(f"| {mode} | skipped: {prof['skipped']} | | | | | |")
-                continue
-            for n, r in prof["trees"].items():
-                pr = prof["projection"][n]
-                lines.append(f"| {mode} | {prof['ar_call_ms']:.3f} | {n} | {r['verify_ms']:.3f} | {r['round_ms']:.3f}"
-                             f" | {r['round_over_ar']:.2f} | {pr['frame']:.2f}x at {pr['tokens_per_step']} |")
-        lines += [""] + [round_parts_line(f"0.6B round parts at t = 1, {mode}", prof)
-                         for mode, prof in real["modes"].items() if "skipped" not in prof]
+    if mini or real:
+        lines += ["## The captured round at t = 1 (p50 of the timed calls; the 0.6B shape with random weights)", "",
+                  tables.markdown(gpu_round_rows(out)), ""]
+        lines += [f"0.6B shape, {mode}: skipped ({prof['skipped']})." for mode, prof in (real or {}).get(
+            "modes", {}).items() if "skipped" in prof] + [round_parts_line(f"Up to the end of each phase, {shape}, {mode}", prof)
+                         for shape, modes in (("miniature", (mini or {}).get("round_parts", {})),
+                                              ("0.6B shape", (real or {}).get("modes", {})))
+                         for mode, prof in modes.items() if any("upto_ms" in r for r in prof.get("trees", {}).values())]
         lines += ["", "Projected: a frame of 15 AR calls against the prefill plus 15 / tokens-per-step - 1 rounds, "
                   "each as measured here, with the paper's tokens/step at its own N.", ""]
     exact = out.get("exact")

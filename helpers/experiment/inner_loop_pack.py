@@ -66,7 +66,7 @@ def write_pack(params: str, out: str | Path, frames: int = 100) -> Path:
     kept = [k for k in trained.drafters if k != "medusa" or k == main]      # Medusa's 45 heads: 6 MB, not timed
     save_tensors(out / "drafters.safetensors", {f"{kind}.{name}": p.detach().float().contiguous()
                                                 for kind in kept for name, p in trained.drafters[kind].state_dict()
-                                                .items()} or {"none": torch.zeros(1)})
+                                                .items()})
     s = sampler(P)
     save_json(out / "calibration.json", {
         "main": main, "depth": P.depth, "drafters": kept, "tables": {k: t.tolist() for k, t in cal.tables.items()},
@@ -104,7 +104,7 @@ def load_pack(folder: str | Path, device: str | torch.device = "cpu", dtype: tor
         d = make_drafter(kind, predictor, cal["depth"])
         d.load_state_dict({name.split(".", 1)[1]: p for name, p in params.items() if name.startswith(kind + ".")})
         drafters[kind] = d.to(device)
-    tables = {k: torch.tensor(t, dtype=torch.float64) for k, t in cal["tables"].items()}
+    tables = {k: torch.tensor(t, dtype=torch.float64, device="cpu") for k, t in cal["tables"].items()}  # host tables
     trees = {k: {int(n): SparseTree([tuple(p) for p in paths]) for n, paths in by_n.items()}
              for k, by_n in cal["trees"].items()}
     frames = load_tensors(folder / "frames.safetensors")

@@ -24,7 +24,7 @@ from helpers.method.compiler import CallCompiler, check_compile_mode
 from helpers.method.decoding import CompiledAR, CompiledSpeculative, frame_decoders
 from helpers.method.drafters import Drafter
 from helpers.method.fused import FusedCore, FusedStep
-from helpers.method.round import ARStep, Drafts, Round
+from helpers.method.round import ROUND_PHASES, ARStep, Drafts, Round
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 from helpers.method.tree import SparseTree
@@ -190,7 +190,7 @@ def compiled_round_profile(predictor: CodePredictor, drafter: Drafter, trees: di
         if n in phases:
             out["trees"][n]["upto_ms"] = {
                 phase: p50(compiler.capture(lambda *a, phase=phase: rnd(*a, until=phase), state), query, k, v, t_in,
-                           u, codes) for phase in ("verify", "sample", "walk", "commit")}
+                           u, codes) for phase in ROUND_PHASES}
     out["compile_s"] = compiler.seconds
     return out
 

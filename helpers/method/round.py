@@ -33,6 +33,9 @@ from helpers.method.sampling import SamplerConfig, sample, target_probs
 from helpers.method.tree import SparseTree
 
 
+ROUND_PHASES = ("verify", "sample", "walk", "commit")       # `Round(until=...)`: the round up to a phase's end
+
+
 def _mark(clock, phase: str) -> None:
     if clock is not None:
         clock(phase)

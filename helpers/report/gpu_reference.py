@@ -40,20 +40,25 @@ def gpu_frame_rows(data: dict) -> list[dict]:
 
 
 def gpu_round_rows(data: dict) -> list[dict]:
-    """The captured round at t = 1: AR call, verify call and round (ms, and in AR calls) per shape, mode and N."""
+    """The captured round at t = 1: AR call, verify call and round (ms, and in AR calls) per shape, mode and N;
+    the projected speedup with the paper's tokens/step where the reference projects one (the 0.6B shape)."""
     rows = []
-    shapes = [("miniature, float32", data["mini"].get("round_parts", {}))]
-    shapes.append((f"0.6B shape, {data['real']['dtype']}", data.get("real", {}).get("modes", {})))
+    shapes = [("miniature, float32", data.get("mini", {}).get("round_parts", {}))]
+    if "real" in data:
+        shapes.append((f"0.6B shape, {data['real']['dtype']}", data["real"]["modes"]))
     for shape, modes in shapes:
         for mode, prof in modes.items():
             if "skipped" in prof:
                 continue
             ar = prof["ar_call_ms"]
             for n, r in prof["trees"].items():
-                rows.append({"shape": shape, "mode": mode, "N": int(n), "AR call ms": round(ar, 3),
-                             "verify ms": round(r["verify_ms"], 3), "round ms": round(r["round_ms"], 3),
-                             "verify / AR call": round(r["verify_ms"] / ar, 2),
-                             "round / AR call": round(r["round_ms"] / ar, 2)})
+                row = {"shape": shape, "mode": mode, "N": int(n), "AR call ms": round(ar, 3),
+                       "verify ms": round(r["verify_ms"], 3), "round ms": round(r["round_ms"], 3),
+                       "verify / AR call": round(r["verify_ms"] / ar, 2), "round / AR call": round(r["round_ms"] / ar, 2)}
+                projection = prof.get("projection", {}).get(n)
+                row["projected speedup (paper tokens/step)"] = (
+                    f"{projection['frame']:.2f}x at {projection['tokens_per_step']}" if projection else "-")
+                rows.append(row)
     return rows
 
 
