@@ -277,8 +277,10 @@ def main(argv=None) -> int:
     import helpers  # noqa: F401  (the numerical pins, before torch's first use)
     import torch
 
+    from helpers.experiment.process import process_settings
     from helpers.experiment.quiet import silence_banners
     silence_banners()
+    process_settings()                    # where this process starts: dynamo's cap for every compiled Round
 
     from helpers.artifacts import atomic_write, save_json
     from helpers.measure.machine import machine

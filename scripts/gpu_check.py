@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
 
 from helpers.artifacts import atomic_write, save_json  # noqa: E402
+from helpers.experiment.process import process_settings  # noqa: E402
 
 SIZES = (4, 8, 15, 16, 31, 32, 47, 63, 64)      # the paper's N and N + 1 = 16, 32, 48, 64
 
@@ -243,6 +244,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: CUDA is not available here; use --device cpu --quick to check the script")
+    process_settings()                    # where this process starts: dynamo's cap for every compiled Round
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

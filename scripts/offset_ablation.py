@@ -18,6 +18,7 @@ import json
 from helpers.artifacts import save_json
 from helpers.experiment import stages
 from helpers.experiment.params import load_params
+from helpers.experiment.process import process_settings, run_threads
 
 
 def main(argv=None) -> dict:
@@ -26,6 +27,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--evaluate", action="store_true", help="also measure tokens/step on the evaluation set")
     args = ap.parse_args(argv)
     P = load_params(args.params)
+    process_settings(run_threads(P.backend))        # where this process starts (helpers.experiment.process)
     trained, cal = stages.drafters(P, progress=False), stages.calibration(P)
     n = P.tree_size
     rows = {k: {"added_params": d.added_params, "validation_top1": [a[0] for a in trained.validation[k]],

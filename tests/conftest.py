@@ -11,6 +11,9 @@ import torch
 
 from helpers.method.predictor import CodePredictor
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker
+from helpers.experiment.process import process_settings
+
+process_settings()      # the test session is a process of the project: its settings, where it starts
 
 # Two shapes required by the foundation issue: 2 layers / hidden 64 / vocab 64 (MHA) and
 # 3 layers / hidden 96 / GQA 3:1 / vocab 100 with a talker of another width (projection in play).

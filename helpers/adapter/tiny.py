@@ -11,6 +11,8 @@ import torch
 from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSTalkerConfig
 from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSTalkerForConditionalGeneration
 
+from helpers.adapter.global_rng import global_rng
+
 
 @dataclass(frozen=True)
 class TinyTalkerSpec:
@@ -74,9 +76,8 @@ def build_tiny_talker(spec: TinyTalkerSpec = TinyTalkerSpec(), seed: int = 0,
         num_code_groups=spec.num_code_groups,
         rope_scaling={"rope_type": "default", "mrope_section": [2, 1, 1], "interleaved": True},
     )
-    torch.manual_seed(seed)
-    talker = Qwen3TTSTalkerForConditionalGeneration(config).eval()
-    with torch.no_grad():
+    with global_rng(seed), torch.no_grad():        # the official init draws from the global RNG
+        talker = Qwen3TTSTalkerForConditionalGeneration(config).eval()
         for head in talker.code_predictor.lm_head:
             head.weight.mul_(spec.logit_scale)
         if spec.position_ramp:

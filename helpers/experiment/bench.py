@@ -27,6 +27,7 @@ from helpers.experiment import stages
 from helpers.experiment.backend_factory import deployment_dtype
 from helpers.experiment.deployment_bench import deployment_comparison
 from helpers.experiment.params import load_params, parse_override
+from helpers.experiment.process import process_settings
 from helpers.experiment.quiet import silence_banners
 from helpers.measure.compiled_latency import (compiled_round_profile, format_round_profile, format_side_by_side,
                                              side_by_side)
@@ -81,13 +82,12 @@ def main(argv=None) -> dict:
     if min(args.compiled_sizes) < 1:
         ap.error(f"--compiled-sizes {args.compiled_sizes}: each must be a tree size of at least 1")
     overrides = dict(parse_override(o) for o in args.overrides)
-    torch.set_num_threads(args.threads)
+    process_settings(args.threads)       # where this process starts: its torch threads (helpers.experiment.process)
     if args.real_only:
         return {"real": real_shape(args.real_rounds or 40, args.real_out)}
     start = time.perf_counter()
     print("loading the miniature, its trained drafters and calibration (built and cached if absent) ...", flush=True)
     predictor, drafter, trees, table, g, c0 = mini_setup(args.params, frames=args.frames, overrides=overrides)
-    torch.set_num_threads(args.threads)
     print(f"sweep ({args.warmup} warm-ups + {args.calls} calls per size) and {g.shape[0]} whole frames "
           f"(official generate, AR, speculative per N) ...", flush=True)
     metrics = latency_metrics(predictor, drafter, trees, g, c0, calls=args.calls, warmup=args.warmup, seed=args.seed)

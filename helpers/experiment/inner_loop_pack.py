@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from helpers.adapter.global_rng import global_rng
 from helpers.artifacts import load_json, load_tensors, save_json, save_tensors
 from helpers.method.drafters import Drafter, make_drafter
 from helpers.method.predictor import CodePredictor
@@ -88,8 +89,8 @@ def load_pack(folder: str | Path, device: str | torch.device = "cpu", dtype: tor
     if missing:
         raise FileNotFoundError(f"{folder} is not an inner-loop pack: missing {', '.join(missing)} (write one with "
                                 f"python -m helpers.experiment.inner_loop_pack)")
-    torch.manual_seed(0)                 # the talker's own layers (unused by the inner loop): a fixed random init
-    talker = Qwen3TTSTalkerForConditionalGeneration(Qwen3TTSTalkerConfig(**load_json(folder / "talker.json")))
+    with global_rng(0):                  # the talker's own layers (unused by the inner loop): a fixed random init
+        talker = Qwen3TTSTalkerForConditionalGeneration(Qwen3TTSTalkerConfig(**load_json(folder / "talker.json")))
     result = talker.load_state_dict(load_tensors(folder / "talker.safetensors"), strict=False)
     unread = [k for k in result.missing_keys if k.startswith(INNER_LOOP)]
     if result.unexpected_keys or unread:

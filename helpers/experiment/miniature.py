@@ -45,6 +45,7 @@ def ship(P) -> Path:
 
 def main(argv=None) -> int:
     from helpers.experiment.params import ParamsError, load_params, parse_override
+    from helpers.experiment.process import process_settings, run_threads
     from helpers.experiment.quiet import silence_banners
     ap = argparse.ArgumentParser(prog="python -m helpers.experiment.miniature", description=__doc__.splitlines()[0])
     ap.add_argument("params")
@@ -58,6 +59,7 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     silence_banners()
+    process_settings(run_threads(P.backend))        # where this process starts (helpers.experiment.process)
     start = time.time()
     if args.ship:
         folder = ship(P)

@@ -43,15 +43,16 @@ def _cuda_available() -> bool:
 
 
 def _one_thread() -> None:
-    """Worker initializer: torch and the BLAS pools on one thread (set before the job's imports start them); the
+    """Worker initializer, where a worker process starts: torch and the BLAS pools on one thread (set before the
+    job's imports start them; `helpers.experiment.process`); the
     stages' "cached" lines of a worker's own loading are not printed (its errors come back with its job)."""
     for name in THREAD_VARIABLES:
         os.environ[name] = "1"
     sys.stdout = open(os.devnull, "w")
     from helpers.experiment.quiet import silence_banners
     silence_banners()                          # the libraries' known import banners (SoX, flash-attn)
-    import torch
-    torch.set_num_threads(1)
+    from helpers.experiment.process import process_settings
+    process_settings(threads=1)
 
 
 def run_jobs(P, fn, jobs: list, desc: str | None = None) -> list:

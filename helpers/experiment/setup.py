@@ -13,6 +13,7 @@ from pathlib import Path
 
 from helpers.experiment.metrics import update_metrics
 from helpers.experiment.params import REPO_ROOT, RunParams, notebook_params
+from helpers.experiment.process import process_settings, run_threads
 from helpers.experiment.quiet import silence_banners, under_runner
 from helpers.experiment.notebook_check import CAPTION
 from helpers.report.plots import save as save_figure
@@ -63,9 +64,11 @@ def shown_path(path, P: RunParams) -> str:
 
 def setup(namespace: dict) -> tuple[RunParams, RunOutputs]:
     """Validate the notebook's parameters (`namespace`: its globals()), silence the libraries' known banners
-    (`helpers.experiment.quiet`) and say where the outputs go."""
+    (`helpers.experiment.quiet`), set the kernel's process-wide settings (`helpers.experiment.process`: one torch
+    thread for the miniature) and say where the outputs go."""
     silence_banners()
     P = notebook_params(namespace)
+    process_settings(run_threads(P.backend))
     where = "beside this notebook" if under_runner() else f"in {shown_path(P.run_dir, P)}/"
     print(f"run {P.run_name!r}: backend {P.backend}; figures/, tables/ and metrics.json {where}")
     return P, RunOutputs(P)

@@ -63,11 +63,6 @@ class CallCompiler:
         check_compile_mode(mode, device)
         self.mode, self.device, self.torch_backend = mode, torch.device(device), torch_backend
         self.seconds = 0.0                     # compile / capture time booked so far (first calls)
-        if mode in ("inductor", "inductor_graph"):
-            # every Round shares one forward code object; dynamo's default limit (8) would fall back to eager
-            dynamo = torch._dynamo.config
-            dynamo.cache_size_limit = max(dynamo.cache_size_limit, 64)
-            dynamo.accumulated_cache_size_limit = max(dynamo.accumulated_cache_size_limit, 512)
 
     def __call__(self, module: nn.Module, state: list[torch.Tensor]):
         """The module as this mode runs it: compiled (`kernels`), then captured (`capture`)."""
@@ -79,7 +74,10 @@ class CallCompiler:
             return module
         backend = self.torch_backend or "inductor"
         options = {"cpp_wrapper": True} if backend == "inductor" and self.device.type == "cpu" else None
-        compiled = torch.compile(module, backend=backend, dynamic=False, fullgraph=True, options=options)
+        # every Round shares one forward code object: dynamo's default limit (8) would refuse the 9th Round; a
+        # limit of this compile's own, not the process's config (helpers.experiment.process for the global cap)
+        compiled = torch.compile(module, backend=backend, dynamic=False, fullgraph=True, options=options,
+                                 recompile_limit=64)
         return compiled if self.mode == "inductor_graph" else self._timed_first(compiled)
 
     def capture(self, fn, state: list[torch.Tensor]):

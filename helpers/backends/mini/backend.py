@@ -47,7 +47,8 @@ class MiniBackend(Backend):
         """Build (or load from `cache_dir`/mini) the miniature of `preset` with these corpus sizes (utterances of
         the train / validation / calibration roles, and of the evaluation role per language); `seed` is the build's
         (sentences, voices, codec, training), not the run's sampling seed; `trained`: a folder of trained steps
-        shipped with the repository, taken where their keys match ("": build every step)."""
+        shipped with the repository, taken where their keys match ("": build every step). The process's torch
+        threads are the caller's (a run sets one thread where it starts: `helpers.experiment.process`)."""
         if dtype not in DTYPES or device not in ("cpu", "auto") or inner_loop_dtype not in ("same", *DTYPES):
             raise ValueError(f"the mini backend runs on device cpu in {' or '.join(DTYPES)} (inner loop: same or "
                              f"either); got device={device!r}, dtype={dtype!r}, inner_loop_dtype={inner_loop_dtype!r}")
@@ -55,7 +56,6 @@ class MiniBackend(Backend):
             raise ValueError(f"unknown mini preset {preset!r}; allowed: {', '.join(PRESETS)}")
         cfg = replace(PRESETS[preset], seed=seed, offsets_train=train, offsets_val=validation,
                       calibration=calibration, evaluation=evaluation)
-        torch.set_num_threads(1)             # tiny matrices: one thread is fastest (and not 15x slower under load)
         sampling = dict(top_k=top_k, top_p=top_p, temperature=temperature, subtalker_top_k=top_k,
                         subtalker_top_p=top_p, subtalker_temperature=temperature)
         mini = build_mini(cfg, Path(cache_dir) / "mini", log=log, recogniser_beside=True, shipped=trained or None)

@@ -30,6 +30,7 @@ from helpers.backends.mini.model import MiniModelSpec, TextVocab, build_mini_mod
 from helpers.backends.mini.numerics import keyed_paths, numeric_paths
 from helpers.backends.mini.phoneme_asr import PhonemeRecogniser, RecogniserConfig, recogniser, recogniser_cached
 from helpers.backends.mini.speech import speak_all, speech_key
+from helpers.adapter.global_rng import global_rng
 from helpers.adapter.talker_inputs import Utterance
 from helpers.method.checks import positive_int
 from helpers.backends.mini.train import MiniTrainConfig, train_mini
@@ -193,7 +194,6 @@ def _vocab(items: dict[str, list[Item]]) -> TextVocab:
 def _model_step(cfg: MiniBuildConfig, items: dict[str, list[Item]], folder: Path) -> None:
     vocab = _vocab(items)
     model = build_mini_model(cfg.model, vocab, list(cfg.speakers), seed=cfg.seed)
-    torch.manual_seed(cfg.seed)
     data, val = ([Utterance(vocab.chat_ids(it.phonemes), it.language, it.speaker, it.codes) for it in items[role]]
                  for role in ("pretrain", "pretrain_val"))
     result = train_mini(model, data, cfg.train, val=val)
@@ -208,7 +208,8 @@ def load_model(folder: Path) -> tuple[Qwen3TTSForConditionalGeneration, TextVoca
     raw = load_json(folder / "config.json")
     raw["speaker_encoder_config"].pop("model_type", None)     # qwen_tts 0.1.1 cannot read back its own key
     config = Qwen3TTSConfig.from_dict(raw)
-    model = Qwen3TTSForConditionalGeneration(config)
+    with global_rng():                           # its random init, overwritten here, draws from the global RNG
+        model = Qwen3TTSForConditionalGeneration(config)
     model.load_state_dict(load_tensors(folder / "model.safetensors"))
     vocab = TextVocab([])
     vocab.symbols = load_json(folder / "vocab.json")

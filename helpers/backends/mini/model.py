@@ -12,6 +12,7 @@ import torch
 from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
 from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGeneration
 
+from helpers.adapter.global_rng import global_rng
 from helpers.backends.languages import LANGUAGES
 from helpers.method.checks import positive_int
 
@@ -89,5 +90,5 @@ def build_mini_model(spec: MiniModelSpec, vocab: TextVocab, speakers: list[str],
                             im_start_token_id=vocab.index["<|im_start|>"], im_end_token_id=vocab.index["<|im_end|>"],
                             tts_pad_token_id=vocab.index["<tts_pad>"], tts_bos_token_id=vocab.index["<tts_bos>"],
                             tts_eos_token_id=vocab.index["<tts_eos>"])
-    torch.manual_seed(seed)
-    return Qwen3TTSForConditionalGeneration(config).eval()
+    with global_rng(seed):                      # the official init draws from the global RNG
+        return Qwen3TTSForConditionalGeneration(config).eval()

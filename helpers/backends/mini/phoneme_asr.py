@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from helpers.adapter.global_rng import global_rng
 from helpers.artifacts import (cached_step, load_json, load_tensors, note, save_json, save_tensors, step_folder,
                                step_ready)
 from helpers.method.checks import positive_int
@@ -150,8 +151,8 @@ def train_recogniser(audio: list[np.ndarray], phonemes: list[list[str]], cfg: Re
     index = {p: i + 1 for i, p in enumerate(symbols)}
     feats = [features(a, cfg.n_mels) for a in audio]
     targets = [torch.tensor([index[p] for p in seq], device=feats[0].device) for seq in phonemes]
-    torch.manual_seed(cfg.seed)
-    model = CTCModel(cfg.n_mels, len(symbols), cfg.hidden, cfg.layers)
+    with global_rng(cfg.seed):               # the layers' init draws from the global RNG
+        model = CTCModel(cfg.n_mels, len(symbols), cfg.hidden, cfg.layers)
     rec = PhonemeRecogniser(model, symbols, cfg)
     batches = math.ceil(len(feats) / cfg.batch_size)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
@@ -221,6 +222,7 @@ def recogniser(cfg: RecogniserConfig, speech: str | Path, cache_dir: str | Path,
     params = _step_params(cfg, speech)
     folder = cached_step(cache_dir, "recogniser", params, lambda f: _train_step(cfg, speech, f), log, shipped)
     symbols = load_json(folder / "symbols.json")
-    model = CTCModel(cfg.n_mels, len(symbols), cfg.hidden, cfg.layers)
+    with global_rng():                       # its random init, overwritten here, draws from the global RNG
+        model = CTCModel(cfg.n_mels, len(symbols), cfg.hidden, cfg.layers)
     model.load_state_dict(load_tensors(folder / "recogniser.safetensors"))
     return PhonemeRecogniser(model.eval(), symbols, cfg), load_json(folder / "history.json")

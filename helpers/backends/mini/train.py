@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from helpers.adapter.global_rng import global_rng
 from helpers.adapter.talker_inputs import Utterance, batch_inputs, talker_states
 from helpers.method.checks import int_at_least, positive_int
 from helpers.method.training import state_snapshot
@@ -130,8 +131,14 @@ def train_mini(model: nn.Module, data: list[Utterance], cfg: MiniTrainConfig = M
     if steps < MIN_SCHEDULE_STEPS:
         raise ValueError(f"{cfg.epochs} epoch(s) of {len(data)} utterances in batches of {cfg.batch_size} make {steps} "
                          f"steps; the one-cycle schedule needs at least {MIN_SCHEDULE_STEPS}: more epochs or utterances")
+    with global_rng(cfg.seed):               # the official modules' own draws in training (dropout), if any
+        return _train(model, data, cfg, progress, val, steps)
+
+
+def _train(model: nn.Module, data: list[Utterance], cfg: MiniTrainConfig, progress: bool,
+           val: list[Utterance] | None, steps: int) -> MiniTrainResult:
+    """`train_mini`'s two phases, its arguments checked."""
     gen = torch.Generator().manual_seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=cfg.lr, total_steps=steps, pct_start=0.1)
     result = MiniTrainResult()
