@@ -9,11 +9,11 @@ The pins are read when the libraries load, so they are environment variables:
 
 - `GLOBAL_PINS` (OpenBLAS Haswell, MKL_CBWR AVX2, numpy's dispatch without AVX-512): `import helpers` sets them
   (`os.environ.setdefault`: a caller's own setting wins) before numpy or torch loads in any of the project's
-  processes. OpenBLAS's and MKL's are part of the build's keys. numpy's is not: it was found in the audio path
-  (`scripts/probes/audio_isa.py`: numpy's float32 ufuncs in the codec's decode, Griffin-Lim, round by the SIMD
-  target numpy dispatches to, and with them the recogniser's transcripts), while the build's numbers were already
-  equal to the last digit on an AVX2 and an AVX-512 machine without it; keying it would only re-key the shipped
-  miniature. On a machine without AVX-512 (the one the miniature was trained on) the pin changes nothing.
+  processes. OpenBLAS's and MKL's are part of the build's keys. numpy's is not: it was found in the audio path (a
+  probe, docs/miniature.md "The audio path's step": numpy's float32 ufuncs in the codec's decode, Griffin-Lim, round
+  by the SIMD target numpy dispatches to, and with them the recogniser's transcripts), while the build's numbers were
+  already equal to the last digit on an AVX2 and an AVX-512 machine without it; keying it would only re-key the
+  shipped miniature. On a machine without AVX-512 (the one the miniature was trained on) the pin changes nothing.
 - `BUILD_ATEN` (ATen's AVX2 kernels): only in the build step's process (`build_env`, the runner's `--build` step).
   Everywhere else ATen keeps its own choice: inductor's compiled kernels match the eager ones bit for bit in float64
   only at ATen's own choice (tests/test_compiled.py), so pinning it for every process would break that proof. The
