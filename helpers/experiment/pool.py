@@ -44,8 +44,8 @@ def _cuda_available() -> bool:
 
 def _one_thread() -> None:
     """Worker initializer, where a worker process starts: torch and the BLAS pools on one thread (set before the
-    job's imports start them; `helpers.experiment.process`); the
-    stages' "cached" lines of a worker's own loading are not printed (its errors come back with its job)."""
+    job's imports start them; `helpers.experiment.process`); the stages' "cached" lines of a worker's own loading
+    are not printed (its errors come back with its job)."""
     for name in THREAD_VARIABLES:
         os.environ[name] = "1"
     sys.stdout = open(os.devnull, "w")
