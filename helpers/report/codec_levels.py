@@ -89,3 +89,28 @@ def level_gains(levels: list[dict]) -> dict[str, float]:
         raise ValueError("level_gains needs rows of levels 1 and above")
     return {"lower": sum(1 - r["H_given_lower"] / r["H"] for r in deep) / len(deep),
             "previous frame": sum(1 - r["H_given_previous_frame"] / r["H"] for r in deep) / len(deep)}
+
+
+NO_CHANGE = 0.02                    # PER: a smaller difference between two level counts is not read as a change
+
+
+def round_trip_rows(by_level: dict) -> list[dict]:
+    """Notebook 01's table of `helpers.experiment.codec_round_trip.codec_levels_per`'s result ({"levels": [k],
+    "per": {lang: [PER per k]}, "mean": [PER per k]}): one row per number of levels decoded."""
+    return [{"levels decoded": f"c0..c{k - 1}" if k > 1 else "c0", **{lang: per[i] for lang, per in by_level["per"].items()},
+             "mean": by_level["mean"][i]} for i, k in enumerate(by_level["levels"])]
+
+
+def round_trip_sentence(by_level: dict) -> str:
+    """What the deeper levels add to the recogniser's PER (mean over languages): c0 alone against all levels, and a
+    level count worse than either end by more than NO_CHANGE, if there is one."""
+    means, levels = by_level["mean"], by_level["levels"]
+    first, full = means[0], means[-1]
+    why = ("they add nothing the recogniser uses: what they code (voice, prosody, where in the phoneme a frame lies) "
+           "makes speech sound like its speaker, not easier to tell apart" if full > first - NO_CHANGE else
+           "they carry phonetic detail that each phoneme's mean frame lacks")
+    worst = max(range(len(means)), key=means.__getitem__)
+    part = (f" Part of the stack is worse than either end: {means[worst]:.3f} with {levels[worst]} levels (the first "
+            "groups refined, the rest left at the phoneme's mean)." if means[worst] > max(first, full) + NO_CHANGE else "")
+    return (f"`c0` alone (each phoneme's mean frame) gives a mean PER of {first:.3f}, all {levels[-1]} levels "
+            f"{full:.3f}: {why}.{part}")
