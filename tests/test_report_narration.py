@@ -185,3 +185,11 @@ def test_the_acceptance_panels_hold_every_point_and_the_y_label_is_given():
     fig = plots.topm_accuracy({"x": [[0.5, 0.2]]}, "t", ylabel="acceptance")
     assert fig.axes[0].get_ylabel() == "acceptance"
     plots.plt.close(fig)
+
+
+def test_build_rows_say_which_machine_measured_each_step():
+    from helpers.report.built_on import HERE, build_rows
+    rows = build_rows({"speech": 43.1, "codec": 19.2, "model": None}, ["codec", "model"], "on X")
+    assert rows == [{"build step": "speech", "seconds": 43.1, "measured": HERE},
+                    {"build step": "codec", "seconds": 19.2, "measured": "on X"},
+                    {"build step": "model", "seconds": None, "measured": "on X"}]

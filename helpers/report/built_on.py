@@ -20,3 +20,12 @@ def built_on(numerics: dict | None) -> str:
         parts.append("OpenBLAS " + "/".join(numerics["openblas"]))
     return ("on the machine that built the miniature (its numerics.json: " + ", ".join(parts or ["no kernels recorded"])
             + "), not necessarily this notebook's")
+
+HERE = "where this run's miniature build ran (the cache's)"
+
+
+def build_rows(build_s: dict, shipped, shipped_on: str) -> list[dict]:
+    """One row per build step (`Mini.history["build_s"]`: step -> seconds or None) with where it was measured: a
+    shipped step (`Mini.history["shipped"]`) `shipped_on` (`built_on(...)`), the others HERE."""
+    return [{"build step": k, "seconds": v, "measured": shipped_on if k in shipped else HERE}
+            for k, v in build_s.items()]
