@@ -167,8 +167,9 @@ def test_expected_lines_differ_in_style_and_measured_points_are_hollow():
     ns = [4, 8, 16]
     fig = plots.tokens_vs_tree_size({k: {n: 2.0 for n in ns} for k in ("a", "b", "c")}, {"a": {8: 2.1}})
     lines = fig.axes[0].get_lines()
-    expected = [ln for ln in lines if ln.get_label().endswith("expected (calibration table)")]
+    expected = [ln for ln in lines if ln.get_label().endswith(": expected")]
     assert len(expected) == 3 and len({(str(ln.get_linestyle()), ln.get_marker()) for ln in expected}) == 3
+    assert expected[0].get_linewidth() > expected[1].get_linewidth() > expected[2].get_linewidth()
     assert any(ln.get_label() == "a: measured (evaluation frames)" for ln in lines)
     plots.plt.close(fig)
 

@@ -145,15 +145,16 @@ EXPECTED_MARKERS = "x+1*23"                                # small, unfilled: un
 
 
 def tokens_vs_tree_size(expected: dict[str, dict[int, float]], measured: dict[str, dict[int, float]] | None = None):
-    """Tokens per call vs tree size N: expected from the calibration table (broken lines, each drafter its own dash
-    pattern and small marker, so that lines of nearly equal values stay apart), measured (hollow markers)."""
+    """Tokens per call vs tree size N: expected (broken lines, each drafter its own dash pattern, marker and width,
+    earlier drafters wider, so that lines of nearly equal values show as stripes), measured (hollow markers)."""
     fig, ax = plt.subplots(figsize=(7.5, 3.5))
     markers, count = "osD^vP", len(expected)
     for i, (name, by_n) in enumerate(expected.items()):
         ns = sorted(by_n)
+        wider = count - 1 - i                                  # earlier lines wider: equal values show as stripes
         ax.plot(ns, [by_n[n] for n in ns], ls=EXPECTED_STYLES[i % len(EXPECTED_STYLES)],
-                marker=EXPECTED_MARKERS[i % len(EXPECTED_MARKERS)], ms=6, color=f"C{i}",
-                label=f"{name}: expected (calibration table)")
+                marker=EXPECTED_MARKERS[i % len(EXPECTED_MARKERS)], ms=6 + 2 * wider, lw=1.2 + 1.2 * wider,
+                color=f"C{i}", alpha=0.85, label=f"{name}: expected")
         if measured and name in measured:
             mn = sorted(measured[name])
             shift = 1 + 0.06 * (i - (count - 1) / 2)          # side by side on the log axis: none hides another
