@@ -194,3 +194,16 @@ def test_build_rows_say_which_machine_measured_each_step():
     assert rows == [{"build step": "speech", "seconds": 43.1, "measured": HERE},
                     {"build step": "codec", "seconds": 19.2, "measured": "on X"},
                     {"build step": "model", "seconds": None, "measured": "on X"}]
+
+
+def test_the_coreml_rows_and_metrics_hold_every_package():
+    from types import SimpleNamespace
+
+    from helpers.report.coreml_table import coreml_metrics, coreml_rows
+    report = SimpleNamespace(packages=[SimpleNamespace(name="ar_fp16", q=1, size_mb=1.5, max_abs_err=None),
+                                       SimpleNamespace(name="fused_n8_w8a16", q=9, size_mb=0.8, max_abs_err={"x": 0.1})])
+    assert coreml_rows(report)[1] == {"package": "fused_n8_w8a16", "q": 9, "size MB": 0.8,
+                                      "max abs error vs PyTorch": {"x": 0.1}}
+    assert coreml_metrics(report, "Linux", 8) == {"ar_fp16": {"size_mb": 1.5, "q": 1, "max_abs_err": None},
+                                                 "fused_n8_w8a16": {"size_mb": 0.8, "q": 9, "max_abs_err": {"x": 0.1}},
+                                                 "system": "Linux", "tree_size": 8}
