@@ -35,12 +35,13 @@ def _tokens_rows(m: dict) -> list[dict]:
                 f": the miniature's code predictor puts on average {top:.2f} of its probability on its most probable "
                 "code, so drafts are accepted less often" if top is not None else "")
             if ideal is not None:
-                why += f"; even the ideal drafter expects {ideal:.2f} here"
+                why += f"; the ideal drafter would expect {ideal:.2f} in the same tree (a reference point, not an upper bound on a real drafter)"
         else:
             acc = {k: v["acceptance_by_depth"][0] for k, v in m.get("diagnostics", {}).get("drafts", {}).items()}
-            why = ("higher here than on the real model: the miniature's heads draft its later codes better than the "
-                   "real model's do" + (f" (depth-1 acceptance: own head {acc['own']:.2f}, {kind} {acc[kind]:.2f})"
-                                        if "own" in acc and kind in acc else ""))
+            why = ("above the paper's; the real 0.6B model was not run here, so which of its properties the "
+                   "difference comes from is not measured" + (
+                       f" (on the miniature, depth 1: {kind} accepted with probability {acc[kind]:.2f} against its own "
+                       f"head's {acc['own']:.2f})" if "own" in acc and kind in acc else ""))
         rows.append(_row(f"tokens/step, {NAMES[kind]}, N = {n}",
                          f"{PAPER['table2_drafters'][key]['tokens_per_step']:.2f}",
                          f"{d[kind]['tokens_per_step']:.2f}", why))

@@ -51,6 +51,10 @@ def language_lead_sentence(by_language: dict[str, dict[str, float]], train_langu
             + f". The drafters are trained on {', '.join(train_languages)} frames only.")
 
 
+IDEAL_REFERENCE = ("a reference point: what a drafter of the model's own most probable codes would expect in the same "
+                   "tree, not an upper bound on a real drafter")     # the ideal drafter, said the same everywhere
+
+
 def room_sentence(expected: dict[str, dict[int, float]], ideal: dict[int, float], n: int) -> str:
     """How much room the code predictor leaves a drafter at N = n: each drafter's expected tokens/step against the
     ideal drafter's (the exact marginals of the predictor's own sampling, `Calibration.ceiling_expected`)."""
@@ -59,7 +63,7 @@ def room_sentence(expected: dict[str, dict[int, float]], ideal: dict[int, float]
             f"distribution, would expect {ideal[n]:.3f} tokens/step; the drafters expect {lines}.")
     if "reused" in expected:
         text += (f" Its lead over the reused heads, {ideal[n] - expected['reused'][n]:+.3f}, measures the room a "
-                 f"drafter reading h_t has here. It is a reference point, not a bound: a trained drafter can beat "
+                 f"drafter reading h_t has here. It is {IDEAL_REFERENCE}: a trained drafter can beat "
                  f"the ideal drafter where its enumeration misses mass, and a drafter that is not greedy per depth "
                  f"could do better still; both stay small while the code predictor's own distribution is as spread "
                  f"out as below.")

@@ -28,10 +28,15 @@ def real_shape_predictor() -> CodePredictor:
         return CodePredictor(official, nn.Embedding(config.vocab_size, config.hidden_size), max_query=65)
 
 
+def parameter_total(module: torch.nn.Module) -> int:
+    """The number of parameters of `module` (every tensor of `module.parameters()`, shared ones once)."""
+    return sum(p.numel() for p in module.parameters())
+
+
 def parameter_counts(predictor: CodePredictor, depth: int = 3) -> list[dict]:
     """Rows: the code predictor, then each drafter's added parameters (absolute and relative to the predictor)."""
     with torch.device(predictor.device):
-        base = sum(p.numel() for p in predictor.official.parameters())
+        base = parameter_total(predictor.official)
         rows = [{"module": "code predictor (frozen)", "parameters": base, "of predictor": 1.0}]
         for kind in DRAFTERS:
             added = make_drafter(kind, predictor, depth).added_params
@@ -65,23 +70,29 @@ def frame_walkthrough(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tenso
     return ar_rows, spec_rows
 
 
-def miniature_origin(build_s: dict, preset: str, build_seed: int, cache: str, shipped: list[str] = ()) -> str:
+def miniature_origin(build_s: dict, preset: str, build_seed: int, cache: str, shipped: list[str] = (),
+                     built_on: str = "on the machine that built the miniature") -> str:
     """Notebook 00's sentence on where the miniature came from and how long its build took. build_s: seconds per
     build step ({"speech", "codec", "model"}: `Mini.history["build_s"]`, None for a step built before timing);
-    shipped: the steps copied from the trained miniature committed with the repository (`Mini.history["shipped"]`)."""
+    shipped: the steps copied from the trained miniature committed with the repository (`Mini.history["shipped"]`);
+    built_on: where the times were measured (`helpers.report.built_on.built_on`)."""
     if not build_s:
         raise ValueError("build_s: the miniature's seconds per build step, e.g. {'speech': 19.4, ...}; got nothing")
     timed = {k: v for k, v in build_s.items() if v is not None}
     took = (", ".join(f"{k} {v:.0f} s" for k, v in timed.items()) + f" ({sum(timed.values()) / 60:.1f} min in all)"
             if timed else "not timed (built before build times were recorded)")
     untimed = [k for k, v in build_s.items() if v is None]
+    here = [k for k in build_s if k not in shipped]
+    where = "; ".join(part for part in (f"{' and '.join(shipped)} {built_on}" if shipped else "",
+                                        f"{', '.join(here)} on the machine that ran this run's build step" if here
+                                        else "") if part)
     origin = (f" The {' and '.join(shipped)} steps were trained by `make mini` and ship with the repository "
               "(`mini_trained`): they were copied because their keys, which hash every build parameter and the "
-              "speech's content, are the ones this code builds; the times below are that build's."
+              "speech's content, are the ones this code builds; their times below are that build's."
               if shipped else "")
     return (f"**Where the miniature comes from.** Preset `{preset}`, `mini_build_seed` {build_seed}: espeak-ng speech "
             "of synthetic sentences in the run's languages, an RVQ codec fitted to it, and the official Qwen3-TTS "
             "classes trained on its codes. It is built once, before the first notebook, as the runner's own step "
             "(`python -m helpers PARAMS --build` runs only that step; a notebook opened without the runner builds it "
-            f"on first use), and cached in `{cache}`.{origin} Its build took: {took}"
+            f"on first use), and cached in `{cache}`.{origin} Its build took ({where}): {took}"
             + (f"; {', '.join(untimed)} not timed" if untimed and timed else "") + ".")

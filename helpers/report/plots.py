@@ -94,8 +94,9 @@ def loss_curves(history: dict[str, list[float]], window: int = 50):
     return fig
 
 
-def topm_accuracy(tables: dict[str, list[list[float]]], title: str):
-    """Top-m draft accuracy per depth: cumulative a[d][r] over ranks; one panel per depth."""
+def topm_accuracy(tables: dict[str, list[list[float]]], title: str, ylabel: str = "top-m accuracy"):
+    """Top-m draft accuracy per depth: cumulative a[d][r] over ranks; one panel per depth. `ylabel` names what is
+    cumulated (notebook 03 plots acceptance, not accuracy against data)."""
     depth = len(next(iter(tables.values())))
     fig, axes = plt.subplots(1, depth, figsize=(3.2 * depth, 3.3), sharey=True, squeeze=False, layout="constrained")
     for j, ax in enumerate(axes[0]):
@@ -104,7 +105,7 @@ def topm_accuracy(tables: dict[str, list[list[float]]], title: str):
             ax.plot(np.arange(1, len(top_m) + 1), top_m, marker="o", label=name)
         ax.set(title=f"depth {j + 1}", xlabel="m (drafts kept)", ylim=(0, 1))
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    axes[0][0].set_ylabel("top-m accuracy")
+    axes[0][0].set_ylabel(ylabel)
     fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncol=len(tables), fontsize=9,
                frameon=False)
     fig.suptitle(title)
@@ -139,18 +140,26 @@ def attention_mask(tree: SparseTree, title: str = ""):
     return fig
 
 
+EXPECTED_STYLES = ("--", "-.", ":", (0, (6, 2, 1, 2, 1, 2)), (0, (1, 1)), (0, (8, 3)))   # one per drafter
+EXPECTED_MARKERS = "x+1*23"                                # small, unfilled: unlike the measured points' "osD^vP"
+
+
 def tokens_vs_tree_size(expected: dict[str, dict[int, float]], measured: dict[str, dict[int, float]] | None = None):
-    """Tokens per call vs tree size N: expected from the calibration table (dashed), measured (solid)."""
+    """Tokens per call vs tree size N: expected (broken lines, each drafter its own dash pattern, marker and width,
+    earlier drafters wider, so that lines of nearly equal values show as stripes), measured (hollow markers)."""
     fig, ax = plt.subplots(figsize=(7.5, 3.5))
     markers, count = "osD^vP", len(expected)
     for i, (name, by_n) in enumerate(expected.items()):
         ns = sorted(by_n)
-        ax.plot(ns, [by_n[n] for n in ns], ls="--", color=f"C{i}", label=f"{name} expected")
+        wider = count - 1 - i                                  # earlier lines wider: equal values show as stripes
+        ax.plot(ns, [by_n[n] for n in ns], ls=EXPECTED_STYLES[i % len(EXPECTED_STYLES)],
+                marker=EXPECTED_MARKERS[i % len(EXPECTED_MARKERS)], ms=6 + 2 * wider, lw=1.2 + 1.2 * wider,
+                color=f"C{i}", alpha=0.85, label=f"{name}: expected")
         if measured and name in measured:
             mn = sorted(measured[name])
             shift = 1 + 0.06 * (i - (count - 1) / 2)          # side by side on the log axis: none hides another
             ax.plot([n * shift for n in mn], [measured[name][n] for n in mn], marker=markers[i % len(markers)],
-                    mfc="none", color=f"C{i}", label=f"{name} measured")
+                    mfc="none", ls="-", color=f"C{i}", label=f"{name}: measured (evaluation frames)")
     ax.set(xscale="log", ylabel="tokens per call", title="Tokens/step vs tree size")
     ns = sorted(next(iter(expected.values())))
     ax.set_xlabel(tree_size_label(len(readable_ticks(ax, ns, prefer=powers_of_two(ns))) < len(ns)))
@@ -223,8 +232,10 @@ def draft_acceptance_by_position(diag, names: list[str] | None = None):
             t = np.arange(1, len(acc) + 1)
             ax.plot(t, acc, marker="o" if name == "ideal" else ".", ls=":" if name == "ideal" else "-",
                     color="k" if name == "own" else f"C{i}", label=f"{name} (n={s.frames})")
-        ax.set(title=f"depth j = {j + 1}", xlabel="start position t (drafting c_{t+j})", ylim=(0, None))
+        ax.set(title=f"depth j = {j + 1}", xlabel="start position t (drafting c_{t+j})")
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    top = max(float(diag.scores[name].acceptance.nan_to_num(0.0).max()) for name in names)
+    axes[0][0].set_ylim(0, min(1.0, top) * 1.05 if top > 0 else 1.0)     # every panel's every point inside (shared y)
     axes[0][0].set_ylabel("acceptance E[p_target(draft)]")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)

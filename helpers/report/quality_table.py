@@ -110,3 +110,12 @@ def phase_costs(seconds: dict, frames: dict) -> dict[str, str]:
     """`phase_cost_rows` in words: {phase: "W s wall, C s CPU, M ms CPU per frame"}."""
     return {r["phase"]: f"{r['wall s']:.0f} s wall, {r['CPU s']:.0f} s CPU, {r['CPU ms per frame']:.0f} ms CPU per frame"
             for r in phase_cost_rows(seconds, frames)}
+
+
+def recogniser_line(rec: dict, where: str) -> str:
+    """The phoneme recogniser in one sentence (rec: its training history: "parameters", "clips", "seconds",
+    "cpu_seconds", "threads", "loss" and "val_per" per epoch), its training time with `where` it was measured."""
+    cpu = f"{rec['cpu_seconds']:.0f} s CPU, " if rec.get("cpu_seconds") is not None else ""
+    return (f"The phoneme recogniser: {rec['parameters']:,} parameters, trained on {rec['clips']:,} clips in "
+            f"{rec['seconds']:.0f} s ({cpu}{rec['threads']} thread(s); {where}); CTC loss {rec['loss'][0]:.2f} -> "
+            f"{rec['loss'][-1]:.2f}, held-out PER {rec['val_per'][-1]:.1%} after {len(rec['loss'])} epochs.")

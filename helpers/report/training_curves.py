@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from helpers.report.plots import plt, running_mean          # pyplot with the figures' headless backend and theme
+from helpers.report.trend import trend_words
 
 WINDOW = 20                                                  # steps per running mean of the train curves
 
@@ -39,3 +40,26 @@ def mini_training_curves(history: dict):
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8, frameon=False,
                title="faint: every training step", title_fontsize=8)
     return fig
+
+
+def held_out_words(training: dict) -> str | None:
+    """Notebook 01's sentence on the held-out curves of `training` (`Mini.history["training"]`: "validation",
+    [{"step", "phase" ("joint" or "predictor"), "predictor", "talker"}], "talker_loss", "predictor_phase_loss",
+    "predictor_best_step"), every turn included (`trend_words`); None where no held-out curve was recorded."""
+    val = training.get("validation") or []
+    if not val:
+        return None
+    joint = [v for v in val if v["phase"] == "joint"]
+    phase2 = [v for v in val if v["phase"] == "predictor"]
+
+    def said(points, key):
+        return trend_words([v["step"] for v in points], [v[key] for v in points])
+
+    text = (f"Held-out code-predictor CE (nats) over the joint phase ({len(training['talker_loss'])} steps): "
+            f"{said(joint, 'predictor')}")
+    if phase2:
+        kept = min(phase2, key=lambda v: v["predictor"])
+        text += (f"; over the code-predictor phase ({len(training['predictor_phase_loss'])} steps, counted from its "
+                 f"start): {said(phase2, 'predictor')}; the weights kept are step {training['predictor_best_step']}'s "
+                 f"({kept['predictor']:.3f})")
+    return text + f". Held-out talker CE over the joint phase: {said(joint, 'talker')}."

@@ -57,3 +57,25 @@ def tree_summary(table: torch.Tensor, size: int, max_depth: int | None = None, n
             + " / ".join(map(str, tree.nodes_per_depth)) + ", ranks per depth " + " / ".join(map(str, tree.width))
             + f"; expected tokens/step {expected_tokens_per_step(tree, table, num_codes):.3f}.")
     return text, tree
+
+
+def show_toy_round(tree, depth: int = 2, temperature: float = 1.0, seed: int = 0) -> None:
+    """Notebook 00's try-it cell: display `toy_round_rows` (what `helpers.experiment.controls.show` re-renders)."""
+    from IPython.display import Markdown, display
+    display(Markdown(toy_round_rows(tree, int(depth), temperature, int(seed))))
+
+
+def show_tree(tables: dict[str, torch.Tensor], drafter: str, size: int, max_depth: int) -> None:
+    """Notebook 03's try-it cell: the greedy tree of `drafter`'s acceptance table (`tables`: name -> [K, m]) with
+    `size` nodes at most `max_depth` deep, its sentence (`tree_summary`) and its drawing, displayed."""
+    from IPython.display import Markdown, display
+
+    from helpers.report.plots import plt, tree_drawing
+    if drafter not in tables:
+        raise ValueError(f"unknown drafter {drafter!r}; the tables hold {', '.join(sorted(tables))}")
+    text, tree = tree_summary(tables[drafter], int(size), int(max_depth))
+    display(Markdown(f"**{drafter}**, " + text))
+    fig = tree_drawing(tree, f"{drafter}: greedy tree, N = {int(size)}, depth at most {int(max_depth)}")
+    display(fig)
+    plt.close(fig)
+    display(Markdown("*Figure (try it).* The tree for the values above (labels: draft rank r)."))

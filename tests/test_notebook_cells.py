@@ -1,0 +1,54 @@
+"""Notebooks narrate: every code cell of notebooks/ is short, defines no function and builds no table in a loop (the
+logic lives in helpers, where it is tested). A source check, cell by cell; the checker itself is tested on small
+cells first."""
+
+import ast
+
+import nbformat
+import pytest
+
+from helpers.experiment.runner import notebooks
+
+MAX_LINES = 25
+BUILDERS = {"append", "extend", "setdefault", "insert", "update"}        # calls that grow a collection
+
+
+def cell_problems(source: str) -> list[str]:
+    """What a code cell does that belongs in a helper: over MAX_LINES lines, a def / class / lambda, or a for / while
+    loop whose body grows a collection (append, extend, setdefault, insert, update, `x[k] = ...`, `x += ...`)."""
+    problems = []
+    lines = source.strip("\n").splitlines()
+    if len(lines) > MAX_LINES:
+        problems.append(f"{len(lines)} lines (at most {MAX_LINES})")
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            problems.append(f"line {node.lineno}: defines a function or class")
+        if isinstance(node, (ast.For, ast.While)):
+            for inner in (n for stmt in node.body + node.orelse for n in ast.walk(stmt)):
+                grows = (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute)
+                         and inner.func.attr in BUILDERS)
+                grows |= isinstance(inner, ast.Assign) and any(isinstance(t, ast.Subscript) for t in inner.targets)
+                grows |= isinstance(inner, ast.AugAssign)
+                if grows:
+                    problems.append(f"line {node.lineno}: a loop that builds a table (line {inner.lineno})")
+                    break
+    return problems
+
+
+def test_the_check_finds_each_kind_of_logic():
+    assert cell_problems("rows = [f(x) for x in xs]\nfor r in rows:\n    display(r)\n") == []
+    assert cell_problems("x = 1\n" * (MAX_LINES + 1))[0].startswith(f"{MAX_LINES + 1} lines")
+    assert "defines a function" in cell_problems("def f(x):\n    return x\n")[0]
+    assert "defines a function" in cell_problems("show = lambda rows: print(rows)\n")[0]
+    for body in ("rows.append(x)", "d.setdefault(k, []).append(x)", "d[x] = 1", "total += x"):
+        assert "builds a table" in cell_problems(f"for x in xs:\n    {body}\n")[0], body
+    assert "builds a table" in cell_problems("while xs:\n    out.extend(xs.pop())\n")[0]
+
+
+@pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
+def test_no_notebook_cell_holds_logic(path):
+    nb = nbformat.read(path, as_version=4)
+    problems = [f"cell {i}: {p}" for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+                for p in cell_problems(cell.source)]
+    assert not problems, f"{path.name}: " + "; ".join(problems)
