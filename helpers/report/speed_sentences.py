@@ -28,12 +28,12 @@ def measured_against_realised(by_n: dict) -> str:
     below = [n for n in sorted(rows) if n not in above]
     parts = []
     if above:
-        parts.append(f"more than the call's growth predicts at N = {', '.join(map(str, above))} (a round samples and "
-                     "commits once for all the tokens it accepts, and pruned rounds near a frame's end are cheaper)")
+        parts.append(f"more than the call's growth predicts at N = {', '.join(map(str, above))}")
     if below:
-        parts.append(f"less at N = {', '.join(map(str, below))} (the round's own work, sampling all N + 1 tokens and "
-                     "walking the tree, outweighs what it saves)")
-    return "Whole frames measured " + "; ".join(parts) + "."
+        parts.append(f"less at N = {', '.join(map(str, below))}")
+    return ("Whole frames measured " + "; ".join(parts) + ": the difference is the work outside the call (sampling, "
+            "walk, commit, the once-per-frame prefill, pruned rounds near a frame's end), which the profile breaks "
+            "down; its sign is read off the numbers, not assumed.")
 
 
 def best_n_sentence(by_n: dict, best_n: int) -> str:
