@@ -15,6 +15,7 @@ from helpers.experiment.metrics import update_metrics
 from helpers.experiment.params import REPO_ROOT, RunParams, notebook_params
 from helpers.experiment.quiet import silence_banners, under_runner
 from helpers.experiment.notebook_check import CAPTION
+from helpers.report.figure_record import figure_record
 from helpers.report.plots import save as save_figure
 from helpers.report.tables import write_table
 
@@ -38,7 +39,7 @@ class RunOutputs:
         import matplotlib.pyplot as plt
         from IPython.display import Markdown, display
         save_figure(fig, self.figures, name)
-        display(fig)
+        display(fig, metadata={"figure": figure_record(fig)})       # axes' scales and labels, for the notebook check
         plt.close(fig)
         if caption:
             display(Markdown(f"{CAPTION} {name}.* {caption}"))

@@ -109,3 +109,15 @@ def projection_sentence(p: dict) -> str:
         text += " Apart: " + "; ".join(f"{k} {p['rows'][k]['over_fastest_exact_ar']:.2f}x" for k in apart) + \
                 ". " + inexact_note(apart)
     return text
+
+
+def derived_paper_values() -> dict[str, str | None]:
+    """The paper values this project derives or infers, as the notebooks show them, for the notebook check
+    (`labelled_numbers.label_problems(..., derived=...)`): each derived overhead ("+0.236": ceiling / speedup - 1,
+    no context word needed) and each inferred ceiling ("2.47", counted only beside the word "ceiling", since 2.47
+    is also Table 2's printed tokens/step)."""
+    from helpers.report.paper_figures import paper_figure4
+    paper = paper_figure4(PAPER["figure4_latency"])
+    out: dict[str, str | None] = {f"{o:+.3f}": None for d in paper["devices"].values() for o in d["derived"].values()}
+    out.update({f"{paper['ceiling'][n]:.2f}": "ceiling" for n in paper["ceiling"] if ceiling_provenance(n) == "inferred"})
+    return out
