@@ -18,6 +18,7 @@ import numpy as np
 from helpers.measure.machine import measured_on
 from helpers.report.paper import PAPER
 from helpers.report.paper_figures import paper_figure4
+from helpers.report.figure_record import mark
 from helpers.report.plots import powers_of_two, readable_ticks
 from helpers.report.projection import (PAPER_N, ceiling_provenance, fastest_exact_ar, inexact_note, is_exact,
                                        projection_at, projection_sentence)
@@ -140,8 +141,10 @@ def overhead_figure(grid: dict, device: str):
         for kind, marker, label in (("overhead", "*", "paper"), ("derived", "P", "derived from the paper "
                                                                               "(ceiling / speedup - 1)")):
             if dev[kind]:
-                ax.scatter([n + 1 for n in dev[kind]], [1 + o for o in dev[kind].values()], marker=marker, s=90,
-                           color=f"C{7 + j % 3}", zorder=3, label=f"{label}: {PAPER_DEVICE_NAMES.get(key, key)}")
+                sc = ax.scatter([n + 1 for n in dev[kind]], [1 + o for o in dev[kind].values()], marker=marker,
+                                s=90, color=f"C{7 + j % 3}", zorder=3, label=f"{label}: {PAPER_DEVICE_NAMES.get(key, key)}")
+                if kind == "derived":
+                    mark(sc, "derived")
     ax.set(xscale="log", yscale="log", xlabel="query length q = N + 1 (tokens, log scale)",
            ylabel="call cost / AR call (1 + overhead, log scale)",
            title=f"Figure 4, {device}: what a verify call of q tokens costs")
