@@ -4,7 +4,9 @@
 `paper_numbers.yaml`), `summary` (its number-bearing sentences), `overview` (the 0.6B model's sizes and one frame
 step by step, for notebook 00), `walkthrough` (notebook 00's toy round), `limits` (notebook 03: what limits
 tokens/step), `quality_table` (notebook 05: the quality stage per language), `latency_metrics` (notebook 06: the
-latency table and ratios).
+latency table and ratios), `latency_story` (06's paragraphs from its numbers), `speed_sentences` (the speed
+sentences, checked against their numbers), `projection` (the 0.6B projection: the paper's own points, the fastest
+lossless AR call, w8a8 apart), `figure_record` (a figure's axes and legend provenance, for the notebook check).
 
 Imports: `helpers.measure`, `helpers.method`, `helpers.adapter`, `helpers.artifacts`; it reads a run's
 parameters from its metrics.json, not from the experiment layer.
