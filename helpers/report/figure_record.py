@@ -29,6 +29,12 @@ def figure_record(fig) -> dict:
         axes += [{"axis": "x", "scale": ax.get_xscale(), "label": ax.get_xlabel()},
                  {"axis": "y", "scale": ax.get_yscale(), "label": ax.get_ylabel()}]
         handles, labels = ax.get_legend_handles_labels()
-        legend += [{"label": label, "provenance": h.get_gid() if h.get_gid() in PROVENANCES else None}
-                   for h, label in zip(handles, labels)]
+        legend += [{"label": label, "provenance": _provenance(h)} for h, label in zip(handles, labels)]
     return {"axes": axes, "legend": legend}
+
+
+def _provenance(handle) -> str | None:
+    """A legend handle's provenance mark: its gid, or its first artist's for a container (a bar chart's bars)."""
+    artist = handle[0] if not hasattr(handle, "get_gid") and len(handle) else handle
+    gid = artist.get_gid() if hasattr(artist, "get_gid") else None
+    return gid if gid in PROVENANCES else None
