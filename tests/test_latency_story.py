@@ -58,3 +58,15 @@ def test_deployments_and_side_by_side_rows():
     rows = side_by_side_rows(both)
     assert rows[1] == {"system": "spec", "frame_ms": 4.0, "official / it": None, "fastest AR / it": 0.5}
     assert rows[0]["fastest AR / it"] == pytest.approx(1.0)
+
+
+def test_notebook_06_narrates_and_calls():
+    """Issue 42's rule for 06: no code cell over 25 lines, no function defined and no loop statement in a cell."""
+    import nbformat
+    nb = nbformat.read(ROOT / "notebooks" / "06_latency.ipynb", as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        lines = cell.source.splitlines()
+        assert len(lines) <= 25, (cell.get("id"), len(lines))
+        assert not any(line.lstrip().startswith(("def ", "for ", "while ")) for line in lines), cell.get("id")
