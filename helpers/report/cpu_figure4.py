@@ -164,7 +164,7 @@ def overhead_figure(grid: dict, device: str):
 def frames_rows(frames: dict) -> list[dict]:
     """`measure.deployments.deployment_frames`'s systems as table rows, fastest first."""
     return [{"system": k, "frame ms": round(v["frame_ms"], 3), "tokens/step": v["tokens_per_step"],
-             "lossless": "yes" if is_exact(k.split("@")[-1]) else "no"}
+             "lossless": "-" if k.startswith("official") else "yes" if is_exact(k.split("@")[-1]) else "no"}
             for k, v in sorted(frames["systems"].items(), key=lambda kv: kv[1]["frame_ms"])]
 
 

@@ -43,7 +43,7 @@ def best_md(lat: dict, paper: dict) -> str:
     return (measured_against_realised(by_n) + " " + best_n_sentence(by_n, best)
             + (f" Below 1 (slower than the AR loop) at N = {', '.join(map(str, slower))}." if slower else "")
             + f" Figure 4, left: this run's tokens/step is the dashed blue line ({b['tokens_per_step']:.2f} at N = "
-            f"{best}); the paper's ceiling is the grey marks (N = 32: {ceiling_text(32)}). Right: the call cost "
+            f"{best}). The paper's ceiling is the grey marks (N = 32: {ceiling_text(32)}). Right: the call cost "
             f"1 + overhead against q = N + 1, this run's {call_cost(b['overhead']):.2f} at N = {best} beside the "
             "paper's devices.")
 
