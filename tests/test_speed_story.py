@@ -70,3 +70,22 @@ def test_the_arithmetic_holds_and_two_harnesses_are_named_apart():
     est = three_estimates(BY_N["8"], {"ratio": 0.5}, ar_step, 8, 0.6)
     assert "predicts 0.90x" in est and "2.00 AR steps, predicts 0.90x" in est and "measured 0.93x" in est
     assert "The step costs 1.50 AR calls" in est and "*AR call* (0.600 ms)" in est and "*AR step* (0.900 ms)" in est
+
+
+def test_the_miniatures_frames_compare_lossless_loops_and_show_w8a8_apart():
+    from helpers.report.cpu_figure4 import exact_frames, frames_rows, frames_sentence
+    frames = {"frames": 100, "official": "official@float32",
+              "systems": {"ar@w8a8": {"frame_ms": 5.0, "tokens_per_step": 1.0},
+                          "ar@w8a16": {"frame_ms": 10.0, "tokens_per_step": 1.0},
+                          "spec8@w8a8": {"frame_ms": 4.0, "tokens_per_step": 1.7},
+                          "spec8@w8a16": {"frame_ms": 12.5, "tokens_per_step": 1.7},
+                          "official@float32": {"frame_ms": 30.0, "tokens_per_step": None}},
+              "identical": {"w8a16": {"spec": {"8": 100}}, "w8a8": {"spec": {"8": 51}}}}
+    e = exact_frames(frames)
+    assert e["fastest_ar"] == "ar@w8a16" and e["fastest_spec"] == "spec8@w8a16"      # w8a8's faster loops apart
+    assert e["spec_over_ar"] == pytest.approx(0.8) and e["inexact_spec"] == ("spec8@w8a8", pytest.approx(2.5))
+    text = frames_sentence(frames)
+    assert "0.80x the fastest lossless AR loop" in text and "not lossless: spec8@w8a8 at 2.50x" in text
+    assert "w8a8 N = 8: 51 of 100" in text and "w8a8 is not lossless" in text
+    assert {r["system"]: r["lossless"] for r in frames_rows(frames)} == {
+        "spec8@w8a8": "no", "ar@w8a8": "no", "ar@w8a16": "yes", "spec8@w8a16": "yes", "official@float32": "-"}
