@@ -118,7 +118,8 @@ def test_figure4_builds_from_a_real_latency_run_with_the_papers_devices(run):
     cost_labels = cost.get_legend_handles_labels()[1]
     assert sum(lab.startswith("paper: ") for lab in cost_labels) == 2             # printed by the paper
     assert sum(lab.startswith("derived from the paper") for lab in cost_labels) == 1   # the iPhone 12's, derived
-    assert not any(line.get_label().startswith(("paper", "inferred")) for line in speed.get_lines() + cost.get_lines())  # points, not joined
+    joined = [line.get_label() for line in speed.get_lines() + cost.get_lines()]
+    assert not any(lab.startswith(("paper", "inferred")) for lab in joined)      # the paper's points, not joined
 
 
 def test_example_round_is_the_first_with_accepted_drafts(run):
