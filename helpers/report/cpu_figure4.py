@@ -130,23 +130,23 @@ def _fmt(x, unit: str = "") -> str:
 
 def overhead_figure(grid: dict, device: str):
     """1 + overhead against q = N + 1 (log-log) for every deployment on `device`, the paper's devices as points."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    fig, ax = plt.subplots(figsize=(9.0, 4.2))
     for i, (name, d) in enumerate(deployments_of(grid).items()):
         rows = {int(n): r for n, r in d["by_n"].items()}                # int keys, or str ones read back from JSON
         ns = sorted(rows)
         ax.plot([1] + [n + 1 for n in ns], [1.0] + [1 + rows[n]["overhead"] for n in ns], marker="o",
-                ms=3, color=f"C{i}", label=f"{name} (AR call {d['ar_ms']:.1f} ms)")
+                ms=3, color=f"C{i}", label=f"{name} (AR call {d['ar_ms']:.1f} ms"
+                + ("" if is_exact(name) else "; not lossless") + ")")
     paper = paper_figure4(PAPER["figure4_latency"])
     for j, (key, dev) in enumerate(paper["devices"].items()):
-        for kind, marker, label in (("overhead", "*", "paper"), ("derived", "P", "derived from the paper "
-                                                                              "(ceiling / speedup - 1)")):
+        for kind, marker, label in (("overhead", "*", "paper"), ("derived", "P", "derived from the paper")):
             if dev[kind]:
                 sc = ax.scatter([n + 1 for n in dev[kind]], [1 + o for o in dev[kind].values()], marker=marker,
                                 s=90, color=f"C{7 + j % 3}", zorder=3, label=f"{label}: {PAPER_DEVICE_NAMES.get(key, key)}")
                 if kind == "derived":
                     mark(sc, "derived")
     ax.set(xscale="log", yscale="log", xlabel="query length q = N + 1 (tokens, log scale)",
-           ylabel="call cost / AR call (1 + overhead, log scale)",
+           ylabel="1 + overhead (log scale)",
            title=f"Figure 4, {device}: what a verify call of q tokens costs")
     points = np.concatenate([line.get_xydata() for line in ax.get_lines()] + [c.get_offsets() for c in ax.collections])
     qs = sorted({int(round(q)) for q in points[:, 0]})

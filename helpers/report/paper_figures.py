@@ -274,8 +274,7 @@ def speedup_and_overhead(by_n: dict, device: str, frames: int, calls: int, paper
             color = f"C{i}"
             sp = sorted(d["speedup"])
             ax.scatter(sp, [d["speedup"][n] for n in sp], marker="D", color=color, label=f"paper: {name}", zorder=3)
-            for key, marker, label in (("overhead", "D", "paper"), ("derived", "d", "derived from the paper "
-                                                                                 "(ceiling / speedup - 1)")):
+            for key, marker, label in (("overhead", "D", "paper"), ("derived", "d", "derived from the paper")):
                 if d[key]:
                     on = sorted(d[key])
                     sc = ov.scatter([n + 1 for n in on], [1.0 + d[key][n] for n in on], marker=marker, s=40,
