@@ -89,3 +89,12 @@ def test_the_miniatures_frames_compare_lossless_loops_and_show_w8a8_apart():
     assert "w8a8 N = 8: 51 of 100" in text and "w8a8 is not lossless" in text
     assert {r["system"]: r["lossless"] for r in frames_rows(frames)} == {
         "spec8@w8a8": "no", "ar@w8a8": "no", "ar@w8a16": "yes", "spec8@w8a16": "yes", "official@float32": "-"}
+
+
+def test_the_checks_derived_values_are_the_figures_derived_values():
+    from helpers.report.paper import PAPER
+    from helpers.report.paper_figures import paper_figure4
+    from helpers.report.projection import derived_paper_values
+    paper = paper_figure4(PAPER["figure4_latency"])
+    derived = {f"{o:+.3f}" for d in paper["devices"].values() for o in d["derived"].values()}
+    assert {k for k, context in derived_paper_values().items() if context is None} == derived

@@ -117,8 +117,13 @@ def derived_paper_values() -> dict[str, str | None]:
     (`labelled_numbers.label_problems(..., derived=...)`): each derived overhead ("+0.236": ceiling / speedup - 1,
     no context word needed) and each inferred ceiling ("2.47", counted only beside the word "ceiling", since 2.47
     is also Table 2's printed tokens/step)."""
-    from helpers.report.paper_figures import paper_figure4
-    paper = paper_figure4(PAPER["figure4_latency"])
-    out: dict[str, str | None] = {f"{o:+.3f}": None for d in paper["devices"].values() for o in d["derived"].values()}
-    out.update({f"{paper['ceiling'][n]:.2f}": "ceiling" for n in paper["ceiling"] if ceiling_provenance(n) == "inferred"})
+    f4 = PAPER["figure4_latency"]
+    ceiling = {int(n): float(v) for n, v in f4["acceptance_ceiling"].items()}
+    out: dict[str, str | None] = {}
+    for d in f4["devices"].values():                  # as paper_figures.paper_figure4 derives them
+        for key, speedup in d.items():
+            n = int(key.split("_N")[1]) if key.startswith("speedup_at_N") else None
+            if n in ceiling and f"overhead_at_N{n}" not in d:
+                out[f"{ceiling[n] / float(speedup) - 1:+.3f}"] = None
+    out.update({f"{ceiling[n]:.2f}": "ceiling" for n in ceiling if ceiling_provenance(n) == "inferred"})
     return out
