@@ -60,3 +60,37 @@ def test_the_papers_tokens_per_step_only_at_its_points_unless_labelled():
 def test_stream_outputs_are_checked_too():
     nb = new_notebook(cells=[new_code_cell("x", outputs=[new_output("stream", name="stdout", text="AR 3.1 ms\n")])])
     assert len(label_problems(nbformat.from_dict(nb), POINTS)) == 1
+
+
+def test_a_duration_needs_its_machine_too():
+    for text in ("the recogniser took 129 s", "make test-fast takes about 7.4 min"):
+        assert len(label_problems(notebook(text), POINTS)) == 1, text
+    assert label_problems(notebook("Measured on AMD EPYC (2 cores), 1 thread: 129 s"), POINTS) == []
+    assert label_problems(notebook("3 seeds, 2 sets"), POINTS) == []              # not a duration
+
+
+def test_a_timing_figure_needs_its_machine_in_its_caption():
+    figure = new_output("display_data", data={"image/png": "AAAA"}, metadata={"figure": {
+        "axes": [{"axis": "y", "scale": "linear", "label": "ms per AR step / per round"}], "legend": []}})
+    bare = new_output("display_data", data={"text/markdown": "*Figure 06_round_phases.* milliseconds by phase"})
+    named = new_output("display_data", data={"text/markdown": "*Figure 06_round_phases.* Measured on X, 1 thread"})
+    nb = new_notebook(cells=[new_code_cell("x", outputs=[figure, bare])])
+    assert len(label_problems(nb, POINTS)) == 1
+    nb = new_notebook(cells=[new_code_cell("x", outputs=[figure, named])])
+    assert label_problems(nb, POINTS) == []
+
+
+def test_a_derived_or_inferred_value_is_never_called_the_papers():
+    from helpers.report.projection import derived_paper_values
+    derived = derived_paper_values()
+    assert derived["+0.236"] is None and derived["2.47"] == "ceiling"
+    bad = ["| device | overhead N=16 | source |\n|---|---|---|\n| iPhone 12 | +0.236 | paper |",
+           "| N | paper ceiling |\n|---|---|\n| 32 | 2.47 |",
+           "The paper's iPhone 12 overhead at N = 16 is +0.236."]
+    for text in bad:
+        assert len(label_problems(notebook(text), POINTS, derived)) == 1, text
+    good = ["| device | overhead N=16 | source |\n|---|---|---|\n| iPhone 12 | +0.236 (derived) | paper |",
+            "| N | paper ceiling |\n|---|---|\n| 32 | 2.47 (inferred) |",
+            "| drafter | paper tokens/step |\n|---|---|\n| offsets | 2.47 |"]                 # Table 2 prints 2.47
+    for text in good:
+        assert label_problems(notebook(text), POINTS, derived) == [], text

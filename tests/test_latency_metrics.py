@@ -74,4 +74,7 @@ def test_reproduces_the_reference_run():
 
 def test_notebook_06_calls_it():
     source = "\n".join(c.source for c in nbformat.read(ROOT / "notebooks" / "06_latency.ipynb", as_version=4).cells)
-    assert "latency_section(" in source and "verify_bound(" in source and "verify < 1.2" not in source
+    assert "latency_section(" in source and "profile_md(" in source and "verify < 1.2" not in source
+    from helpers.report import latency_story
+    assert "verify_bound(" in (ROOT / "helpers" / "report" / "latency_story.py").read_text()   # profile_md uses it
+    assert callable(latency_story.profile_md)

@@ -161,11 +161,51 @@ def test_the_committed_reference_notebooks_read_clean():
     from pathlib import Path
     from helpers.experiment.labelled_numbers import label_problems
     from helpers.report.cpu_figure4 import paper_points
+    from helpers.report.projection import derived_paper_values
     root = Path(__file__).resolve().parent.parent / "outputs" / "mini-reference"
     notebooks = sorted(root.glob("*.ipynb"))
     assert [p.stem[:2] for p in notebooks] == [f"{i:02d}" for i in range(9)]
     for path in notebooks:
         nb = nbformat.read(path, as_version=4)
         assert output_problems(nb, [Path("/work"), Path("/root"), Path("/home")]) == [], path.name
-        assert label_problems(nb, set(paper_points())) == [], path.name
+        assert label_problems(nb, set(paper_points()), derived_paper_values()) == [], path.name
         assert not re.search(r'"(/work|/root|/home|/tmp)/', path.read_text()), path.name
+
+
+def _figure(record):
+    return new_output("display_data", data={"image/png": "AAAA", "text/plain": "<Figure>"},
+                      metadata={"figure": record})
+
+
+def test_a_log_axis_must_say_so_in_its_label():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from helpers.report.figure_record import figure_record
+    caption = new_output("display_data", data={"text/markdown": "*Figure 06_x.* what to look at"})
+    fig, ax = plt.subplots()
+    ax.plot([1, 10], [1, 100])
+    ax.set(yscale="log", xlabel="q", ylabel="call cost / AR call")            # the defect: log, unsaid
+    problems = output_problems(notebook(_figure(figure_record(fig)), caption))
+    assert len(problems) == 1 and "log y axis whose label does not say so" in problems[0]
+    ax.set_ylabel("call cost / AR call (log scale)")                          # fixed
+    assert output_problems(notebook(_figure(figure_record(fig)), caption)) == []
+    plt.close(fig)
+
+
+def test_a_legend_may_not_call_derived_points_the_papers():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from helpers.report.figure_record import figure_record, mark
+    caption = new_output("display_data", data={"text/markdown": "*Figure 06_x.* what to look at"})
+    fig, ax = plt.subplots()
+    mark(ax.scatter([17], [1.236], label="paper: iPhone 12"), "derived")     # the defect: 2.25 / 1.82 - 1 as "paper"
+    ax.scatter([33], [1.136], label="paper: MacBook M3 Pro")                 # printed by the paper: fine
+    ax.legend()
+    problems = output_problems(notebook(_figure(figure_record(fig)), caption))
+    assert len(problems) == 1 and "derived points the paper's" in problems[0] and "iPhone 12" in problems[0]
+    ax.collections[0].set_label("derived from the paper: iPhone 12")          # fixed
+    ax.legend()
+    assert output_problems(notebook(_figure(figure_record(fig)), caption)) == []
+    plt.close(fig)

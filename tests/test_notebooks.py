@@ -138,6 +138,7 @@ def test_the_executed_notebooks_hold_no_bars_banners_machine_paths_or_dumps(smok
     from helpers.experiment.labelled_numbers import label_problems
     from helpers.experiment.notebook_check import output_problems
     from helpers.report.cpu_figure4 import paper_points
+    from helpers.report.projection import derived_paper_values
     out, result = smoke_run
     assert result.returncode == 0, result.stdout + result.stderr
     machine = [REPO_ROOT, sys.prefix, out]
@@ -145,7 +146,7 @@ def test_the_executed_notebooks_hold_no_bars_banners_machine_paths_or_dumps(smok
     for path in sorted((out / "smoke").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         found = output_problems(nb, machine, parameter_paths=[REPO_ROOT, sys.prefix])
-        found += label_problems(nb, set(paper_points()))
+        found += label_problems(nb, set(paper_points()), derived_paper_values())
         found += [f"metadata papermill.{k} is a machine path: {v}" for k, v in nb.metadata["papermill"].items()
                   if k.endswith("_path") and any(str(m) in str(v) for m in machine)]
         problems += [f"{path.name} {p}" for p in found]

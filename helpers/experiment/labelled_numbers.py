@@ -3,6 +3,10 @@
 - a **latency** (milliseconds: "12.3 ms", a column "frame ms", a key "call_ms_p50") names the machine it was
   measured on: the same output (for a long report, the same section) says "Measured on ..."
   (`helpers.measure.machine.measured_on`);
+  a **duration** ("129 s", "7.4 min") likewise, and so does the caption of a figure with a timing axis (read from
+  the figure's record in its output metadata, `helpers.report.figure_record`);
+- a **derived or inferred paper value** (a paper overhead computed from its speedup, the ceiling at N = 32 read off
+  Table 2) says "derived" or "inferred" wherever "paper" is said of it;
 - a **paper tokens/step** at a tree size N the paper does not report is labelled "interpolated" or "extrapolated"
   on the same line or table row (the paper reports its Figure 4 ceiling at N = 16, 32, 64 only).
 
@@ -19,6 +23,9 @@ from helpers.experiment.notebook_check import output_text
 from helpers.measure.machine import LABEL
 
 MILLISECONDS = re.compile(r"(?<![A-Za-z])ms(?![A-Za-z])")          # "3 ms", "ms/frame", "frame ms", "call_ms_p50"
+DURATION = re.compile(r"\d\s?(?:s|sec|seconds?|min|minutes?)\b")       # "129 s", "7.4 min", "2 minutes"
+TIMING_AXIS = re.compile(r"(?<![A-Za-z])ms(?![A-Za-z])|\btime\b|\bseconds?\b", re.IGNORECASE)
+NOT_THE_PAPERS = re.compile(r"derived|inferred", re.IGNORECASE)
 TREE_SIZE = re.compile(r"\bN\s?=\s?(\d+)")
 LABELLED = re.compile(r"interpolat|extrapolat", re.IGNORECASE)
 
@@ -29,7 +36,27 @@ def sections(text: str) -> list[str]:
 
 
 def unlabelled_latency(text: str) -> bool:
-    return any(MILLISECONDS.search(s) and LABEL.lower() not in s.lower() for s in sections(text))
+    """Whether a section of the text shows a latency or a duration ("ms", "129 s", "7.4 min") without its machine."""
+    return any((MILLISECONDS.search(s) or DURATION.search(s)) and LABEL.lower() not in s.lower()
+               for s in sections(text))
+
+
+def unlabelled_derived(text: str, derived: dict[str, str | None]) -> list[str]:
+    """Lines or table cells that call a derived or inferred paper value the paper's. derived: {literal as shown
+    ("+0.236", "2.47"): a word that must also be there for the literal to be that value ("ceiling"), or None}. A
+    sentence or row is flagged where it says "paper" (a table cell: its column's header does), holds the literal,
+    and says neither "derived" nor "inferred"."""
+    bad = []
+    for line, row in _rows(text):
+        cells = [(h, c) for h, c in row.items() if re.search(r"paper", h, re.I)] if row else []
+        places = cells + ([("", line)] if re.search(r"paper", line, re.I) else [])
+        for literal, context in derived.items():
+            for head, where in places:
+                if literal in where and not NOT_THE_PAPERS.search(where) and not NOT_THE_PAPERS.search(head) and (
+                        context is None or context in (head + line).lower()):
+                    bad.append(f"{literal}: {line.strip()[:80]!r}")
+                    break
+    return bad
 
 
 def _rows(text: str):
@@ -77,16 +104,27 @@ def unlabelled_paper_values(text: str, paper_points: set[int]) -> list[str]:
     return bad
 
 
-def label_problems(nb, paper_points: set[int]) -> list[str]:
-    """Every unlabelled latency and unlabelled paper value of an executed notebook `nb`, one line each."""
+def label_problems(nb, paper_points: set[int], derived: dict[str, str | None] | None = None) -> list[str]:
+    """Every unlabelled latency or duration, unlabelled paper value, derived value called the paper's (`derived`, as
+    `helpers.report.projection.derived_paper_values()` gives it) and timing figure whose caption names no machine of
+    an executed notebook `nb`, one line each."""
     problems = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        for output in cell.get("outputs", []):
+        outputs = cell.get("outputs", [])
+        for k, output in enumerate(outputs):
+            axes = (output.get("metadata", {}).get("figure") or {}).get("axes", [])
+            timing = [a["label"] for a in axes if TIMING_AXIS.search(a["label"])]
+            caption = output_text(outputs[k + 1]) if k + 1 < len(outputs) else ""
+            if timing and LABEL.lower() not in caption.lower():
+                problems.append(f"cell {i}: a figure of timings ({timing[0]!r}) whose caption does not say "
+                                f"'{LABEL} <machine>'")
             text = output_text(output)
+            problems += [f"cell {i}: a derived or inferred value called the paper's, {b}"
+                         for b in unlabelled_derived(text, derived or {})]
             if unlabelled_latency(text):
-                first = next(line for line in text.splitlines() if MILLISECONDS.search(line))
+                first = next(line for line in text.splitlines() if MILLISECONDS.search(line) or DURATION.search(line))
                 problems.append(f"cell {i}: a latency without '{LABEL} <machine>': {first.strip()[:80]!r}")
             problems += [f"cell {i}: the paper's tokens/step at {b} is not labelled interpolated or extrapolated"
                          for b in unlabelled_paper_values(text, paper_points)]

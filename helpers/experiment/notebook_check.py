@@ -1,7 +1,8 @@
 """What an executed notebook must not hold: anything written to stderr (warnings, banners, bars: a cell's real error is
 an `error` output, not a stream), progress-bar lines, the libraries' known banners, machine paths, outputs longer
-than a screen (but in a cell tagged `long-output`, whose long output is its point: 08's report), and figures without
-a caption.
+than a screen (but in a cell tagged `long-output`, whose long output is its point: 08's report), figures without
+a caption, and figures whose record (axes and legend, `helpers.report.figure_record`) shows a log axis not said in
+its label or derived points called the paper's.
 
     problems = output_problems(nbformat.read(path, as_version=4), machine_paths=[REPO_ROOT, sys.prefix])
 
@@ -33,6 +34,24 @@ def output_text(output) -> str:
     return ""
 
 
+LOG_SCALES = ("log", "symlog", "logit")
+NOT_THE_PAPERS = re.compile(r"derived|inferred", re.IGNORECASE)
+
+
+def figure_problems(record: dict | None) -> list[str]:
+    """What a figure's record (`helpers.report.figure_record.figure_record`, kept in its output's metadata) shows
+    wrong: a log axis whose label does not say "log", a legend entry that calls derived or inferred points "paper"
+    without saying so. A figure shown without a record has nothing to check."""
+    if not record:
+        return []
+    problems = [f"a {a['scale']} {a['axis']} axis whose label does not say so: {a['label']!r}"
+                for a in record.get("axes", []) if a["scale"] in LOG_SCALES and "log" not in a["label"].lower()]
+    problems += [f"a legend calls {e['provenance']} points the paper's: {e['label']!r}"
+                 for e in record.get("legend", []) if e.get("provenance") and re.search(r"paper", e["label"], re.I)
+                 and not NOT_THE_PAPERS.search(e["label"])]
+    return problems
+
+
 def output_problems(nb, machine_paths=(), parameter_paths=None) -> list[str]:
     """Every problem of an executed notebook `nb` (an nbformat node), one line each. `machine_paths`: absolute
     paths no output or parameters cell may show; `parameter_paths`: those the injected parameters cell may not
@@ -62,6 +81,7 @@ def output_problems(nb, machine_paths=(), parameter_paths=None) -> list[str]:
                 following = [output_text(o) for o in outputs[k + 1:k + 2]]
                 if not (following and following[0].startswith(CAPTION)):
                     problems.append(f"{where}: a figure without a caption right after it")
+                problems += [f"{where}: {p}" for p in figure_problems(output.get("metadata", {}).get("figure"))]
         for name, text in streams.items():
             if len(text.splitlines()) > SCREEN_LINES and not long_ok:
                 problems.append(f"{where}: {len(text.splitlines())} lines of {name} (more than {SCREEN_LINES})")

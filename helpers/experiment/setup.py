@@ -16,6 +16,7 @@ from helpers.experiment.params import REPO_ROOT, RunParams, notebook_params
 from helpers.experiment.process import process_settings, run_threads
 from helpers.experiment.quiet import silence_banners, under_runner
 from helpers.experiment.notebook_check import CAPTION
+from helpers.report.figure_record import figure_record
 from helpers.report.plots import save as save_figure
 from helpers.report.tables import write_table
 
@@ -39,7 +40,7 @@ class RunOutputs:
         import matplotlib.pyplot as plt
         from IPython.display import Markdown, display
         save_figure(fig, self.figures, name)
-        display(fig)
+        display(fig, metadata={"figure": figure_record(fig)})       # axes' scales and labels, for the notebook check
         plt.close(fig)
         if caption:
             display(Markdown(f"{CAPTION} {name}.* {caption}"))

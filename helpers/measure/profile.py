@@ -77,12 +77,12 @@ def round_profile(predictor: CodePredictor, drafter: Drafter, trees: dict[int, S
 
 def profile_rows(profile: dict) -> list[dict]:
     """The profile as table rows, one per loop (the AR step, then a round per N): ms per phase and in all, the
-    once-per-frame prefill, and a step / round with its two bounds (free host work; verify only)."""
+    once-per-frame prefill, and a step / round with its two bounds (free round work: sampling, walk, commit and query cost no more than in an AR step; verify only)."""
     def row(name, r, extra):
         return {"loop": name, **{p: r.get(p, 0.0) for p in ROUND_PHASES}, "total ms": r["per_call_ms"],
                 "prefill ms (per frame)": r["prefill_ms"], **extra}
-    rows = [row("AR step", profile["ar"], {"AR step / round": 1.0, "free host": None, "verify only": None})]
-    rows += [row(f"round, N = {n}", r, {"AR step / round": r["ratio"], "free host": r["ratio_free_host"],
+    rows = [row("AR step", profile["ar"], {"AR step / round": 1.0, "free round work": None, "verify only": None})]
+    rows += [row(f"round, N = {n}", r, {"AR step / round": r["ratio"], "free round work": r["ratio_free_host"],
                                         "verify only": r["ratio_verify_only"]}) for n, r in profile["trees"].items()]
     return rows
 
@@ -103,7 +103,7 @@ def format_profile(profile: dict) -> str:
                  + "   (once per frame)")
     lines.append(f"{'step/round':>12} {'':>8}" + "".join(f" {row['ratio']:8.2f} {'':>6}" for row in profile["trees"].values())
                  + "   AR step / round (~ measured speedup / tokens/step)")
-    lines.append(f"{'free host':>12} {'':>8}" + "".join(f" {row['ratio_free_host']:8.2f} {'':>6}"
+    lines.append(f"{'free work':>12} {'':>8}" + "".join(f" {row['ratio_free_host']:8.2f} {'':>6}"
                                                       for row in profile["trees"].values())
                  + "   ... if query, sample, walk and commit cost what they cost in an AR step")
     lines.append(f"{'verify only':>12} {'':>8}" + "".join(f" {row['ratio_verify_only']:8.2f} {'':>6}"

@@ -42,7 +42,7 @@ def verify_bound(round_row: dict, tokens_per_step: float, cheap_below: float = C
     (AR step + the layers' excess over it); tokens_per_step: that N's.
     -> {"verify": the verify call over N + 1 tokens in AR steps (1 / ratio_verify_only), "cheap": verify <
        cheap_below (tokens/step can turn into speedup), "bound": tokens_per_step / verify, the most speedup with
-       free drafts and free host work, None without tokens_per_step}."""
+       free drafts and free round work (sampling, walk, commit, query), None without tokens_per_step}."""
     verify = 1 / round_row["ratio_verify_only"]
     return {"verify": verify, "cheap": verify < cheap_below,
             "bound": tokens_per_step / verify if tokens_per_step is not None else None}

@@ -13,7 +13,9 @@
 from __future__ import annotations
 
 from helpers.report.plots import sns      # first: the headless backend and the shared theme
+from helpers.report.figure_record import mark
 from helpers.report.plots import powers_of_two, readable_ticks, tree_size_label
+from helpers.report.projection import ceiling_provenance
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -259,17 +261,26 @@ def speedup_and_overhead(by_n: dict, device: str, frames: int, calls: int, paper
             label=f"{device} (p50 of {calls} calls)")
     if paper:
         pn = sorted(paper["ceiling"])
-        ax.plot(pn, [paper["ceiling"][n] for n in pn], ls="--", color="0.45",
-                label="paper: tokens/step (its ceiling)")
+        # the paper's points as points: N = 16, 32, 64 are far apart, and a line between them would be an
+        # interpolation the paper does not make
+        printed = [n for n in pn if ceiling_provenance(n) == "paper"]
+        ax.scatter(printed, [paper["ceiling"][n] for n in printed], marker="_", s=200, color="0.45",
+                   label="paper: tokens/step (its ceiling)", zorder=3)
+        inferred = [n for n in pn if ceiling_provenance(n) == "inferred"]
+        if inferred:
+            mark(ax.scatter(inferred, [paper["ceiling"][n] for n in inferred], marker="_", s=200, color="0.7",
+                            label="inferred from the paper: ceiling (Table 2's tokens/step)", zorder=3), "inferred")
         for i, (name, d) in enumerate(paper["devices"].items(), start=1):
             color = f"C{i}"
             sp = sorted(d["speedup"])
-            ax.plot(sp, [d["speedup"][n] for n in sp], marker="D", ls=":", color=color, label=f"paper: {name}")
-            for key, marker, suffix in (("overhead", "D", ""), ("derived", "d", " (derived: ceiling / speedup)")):
+            ax.scatter(sp, [d["speedup"][n] for n in sp], marker="D", color=color, label=f"paper: {name}", zorder=3)
+            for key, marker, label in (("overhead", "D", "paper"), ("derived", "d", "derived from the paper")):
                 if d[key]:
                     on = sorted(d[key])
-                    ov.scatter([n + 1 for n in on], [1.0 + d[key][n] for n in on], marker=marker, s=40, color=color,
-                               label=f"paper: {name}{suffix}", zorder=3)
+                    sc = ov.scatter([n + 1 for n in on], [1.0 + d[key][n] for n in on], marker=marker, s=40,
+                                    color=color, label=f"{label}: {name}", zorder=3)
+                    if key == "derived":
+                        mark(sc, "derived")
     ax.axhline(1.0, color="0.5", lw=0.8)
     paper_ns = sorted(paper["ceiling"]) if paper else []
     ticks = sorted(set(ns) | set(paper_ns))
@@ -278,7 +289,7 @@ def speedup_and_overhead(by_n: dict, device: str, frames: int, calls: int, paper
     ax.set_xlabel(tree_size_label(len(readable_ticks(ax, ticks, prefer=paper_ns + powers_of_two(ticks))) < len(ticks)))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ov.set(xscale="log", yscale="log", xlabel="query length q = N + 1 (tokens, log scale)",
-           ylabel="call time / AR call time (1 + overhead)", title="Verify-call cost vs query length")
+           ylabel="1 + overhead (call / AR call, log scale)", title="Verify-call cost vs query length")
     points = np.concatenate([c.get_offsets() for c in ov.collections] + [line.get_xydata() for line in ov.get_lines()])
     qs = sorted({int(q) for q in points[:, 0]})
     prefer = [1] + [n + 1 for n in paper_ns + powers_of_two([q - 1 for q in qs])]       # the paper's q first

@@ -196,9 +196,9 @@ def target_sharpness(entropy: list[float], top_prob: list[float]):
 
 def round_phases(profile: dict, device: str):
     """Where the time goes (`profile.round_profile`): ms per AR step and per speculative round, stacked by
-    phase (host = query + walk + commit), AR step / round written above each speculative bar."""
+    phase (round work = query + walk + commit), AR step / round written above each speculative bar."""
     parts = {"layers": ("layers",), "heads (+ drafts)": ("heads",), "sample": ("sample",),
-             "host: query, walk, commit": ("query", "walk", "commit")}
+             "round work: query, walk, commit": ("query", "walk", "commit")}
     trees = dict(sorted(profile["trees"].items(), key=lambda kv: int(kv[0])))     # by N, whatever the key type
     rows = {"AR\nstep": profile["ar"], **{str(n): r for n, r in trees.items()}}
     fig, ax = plt.subplots(figsize=(max(6.5, 3.5 + 0.45 * len(rows)), 3.6))

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from helpers.artifacts import atomic_write, load_json
 from helpers.report import cpu_figure4
+from helpers.report.projection import ceiling_text
+from helpers.report.speed_sentences import best_n_sentence, measured_against_realised
 from helpers.measure.machine import measured_on
 from helpers.report.comparison import comparison_rows
 from helpers.report.latency_metrics import COLUMNS as LATENCY_COLUMNS
@@ -124,9 +126,8 @@ def sections(run_dir: Path, m: dict) -> list[str]:
                 "language; n/a where it has neither. Parity p: Bonferroni-adjusted, per code position, AR vs speculative "
                 "runs (`run_parity`).", *parity_lines(m.get("parity")), ""]
     if "tree" in m:
-        ceiling = PAPER["figure4_latency"]["acceptance_ceiling"]
         rows = [{"N": int(n), "expected tokens/step": r.get("expected_tokens_per_step"),
-                 "measured tokens/step": r.get("measured_tokens_per_step"), "paper ceiling": ceiling.get(int(n))}
+                 "measured tokens/step": r.get("measured_tokens_per_step"), "paper ceiling": ceiling_text(int(n))}
                 for n, r in sorted(m["tree"].items(), key=lambda kv: int(kv[0]))]
         out += ["## Tokens/step vs tree size (main drafter)", "", markdown(rows), ""]
     if "lossless" in m:
@@ -139,7 +140,7 @@ def sections(run_dir: Path, m: dict) -> list[str]:
                     measured_on(by_n.get("machine") or run.get("machine")) + ":", "", markdown(rows), "",
                     f"Best N {by_n.get('best_n')}; AR call p50 {by_n.get('ar_call_ms_p50', 0):.3f} ms; whole frame: our AR "
                     f"loop {by_n.get('ar_frame_ms', 0):.2f} ms, official `code_predictor.generate` "
-                    f"{by_n.get('official_frame_ms', 0):.2f} ms.", ""] + _profile_lines(by_n)
+                    f"{by_n.get('official_frame_ms', 0):.2f} ms.", ""] + _speed_lines(by_n) + _profile_lines(by_n)
     out += cpu_figure4.report_lines(m)
     if "coreml" in m:
         out += ["## Core ML export", "", markdown([{"package": k, **v} for k, v in m["coreml"].items()
@@ -200,6 +201,14 @@ def replay_line(decoded: dict[str, dict[int, int]], frames: int, exact: bool) ->
             f"frame for frame, and the same codes.")
 
 
+def _speed_lines(by_n: dict) -> list[str]:
+    """The sweep in words (`speed_sentences`): where whole frames beat the call's growth, why the best N."""
+    sweep = {k: v for k, v in by_n.items() if k.isdigit()}
+    if by_n.get("best_n") is None or not any(r.get("measured_speedup") for r in sweep.values()):
+        return []
+    return [measured_against_realised(sweep) + " " + best_n_sentence(sweep, by_n["best_n"]), ""]
+
+
 def _profile_lines(by_n: dict) -> list[str]:
     """Where the time of a round goes at the best N (notebook 06's profile), in one paragraph."""
     profile, best = by_n.get("profile"), str(by_n.get("best_n"))
@@ -207,11 +216,11 @@ def _profile_lines(by_n: dict) -> list[str]:
         return []
     ar, r = profile["ar"], profile["trees"][best]
     over = r["over_ar"]
-    host = over["query"] + over["walk"] + over["commit"]
+    work = over["query"] + over["walk"] + over["commit"]
     return [f"Where the time goes at N = {best}: an AR step {ar['per_call_ms']:.3f} ms, a round "
             f"{r['per_call_ms']:.3f} ms (layers {over['layers']:+.3f}, heads and drafts {over['heads']:+.3f}, "
-            f"sampling {over['sample']:+.3f}, host {host:+.3f}): AR step / round {r['ratio']:.2f}; "
-            f"{r['ratio_free_host']:.2f} with free host work, {r['ratio_verify_only']:.2f} if the drafts were free too.",
+            f"sampling {over['sample']:+.3f}, query, walk and commit {work:+.3f}): AR step / round {r['ratio']:.2f}; "
+            f"{r['ratio_free_host']:.2f} if sampling, walk, commit and query cost no more than in an AR step, {r['ratio_verify_only']:.2f} if the drafts were free too.",
             ""]
 
 

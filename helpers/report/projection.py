@@ -1,0 +1,129 @@
+"""The projected speedup at the 0.6B shape, told one way everywhere (06, report.md, the README): the paper's own
+tokens/step at a tree size N it gives, over this CPU's measured call, against the fastest EXACT AR call of the same
+grid (`make bench`'s `cpu_0.6b.json`, one machine, one run).
+
+- Provenance: the paper prints Figure 4's ceiling at N = 16 and 64; at N = 32 the value (2.47) is Table 2's
+  tokens/step taken as the ceiling, which `paper_numbers.yaml` marks inferred (`ceiling_inferred`). A number that
+  is not the paper's as printed says so ("inferred", "derived"), never plain "paper".
+- Exactness: a kernel that quantises activations per call (w8a8: one int8 scale for the whole verify call) makes a
+  row's numbers depend on the other rows of the call, so its speculative frames need not equal its own AR frames;
+  it is shown apart, never as the baseline or the winner.
+
+Pure: dicts in, dicts and text out.
+"""
+
+from __future__ import annotations
+
+from helpers.report.paper import PAPER
+
+INEXACT = {"w8a8": "it quantises activations per call, so a row's int8 scale, and its numbers, depend on the other "
+                   "rows of the verify call"}
+PAPER_N = 32                    # the tree size of the paper's headline speedup (2.13x, M3 Pro)
+
+
+def kernel(name: str) -> str:
+    """A grid entry's kernel: "w8a8+inductor" -> "w8a8"."""
+    return name.split("+")[0]
+
+
+def is_exact(name: str) -> bool:
+    """Whether a deployment's speculative frames equal its own AR frames (its call is row-independent)."""
+    return kernel(name) not in INEXACT
+
+
+def inexact_note(names) -> str:
+    """One sentence per inexact kernel among `names`, or "" (each time w8a8 is quoted, this says why it is apart)."""
+    kinds = sorted({kernel(n) for n in names if not is_exact(n)})
+    return " ".join(f"{k} is not lossless: {INEXACT[k]}; it is shown apart, not as the AR baseline." for k in kinds)
+
+
+def ceiling_provenance(n: int) -> str | None:
+    """"paper" where Figure 4 prints the ceiling at N, "inferred" where the value is read off another table, None
+    where the paper gives no value at N."""
+    ceiling = {int(k) for k in PAPER["figure4_latency"]["acceptance_ceiling"]}
+    if int(n) not in ceiling:
+        return None
+    return "inferred" if int(n) in set(PAPER["figure4_latency"].get("ceiling_inferred", [])) else "paper"
+
+
+def ceiling_text(n: int) -> str:
+    """The paper's ceiling at N as a table cell, labelled where it is inferred: "2.25", "2.47 (inferred)", "-"."""
+    source = ceiling_provenance(n)
+    if source is None:
+        return "-"
+    value = float(PAPER["figure4_latency"]["acceptance_ceiling"][int(n)])
+    return f"{value:.2f}" + (" (inferred)" if source == "inferred" else "")
+
+
+def fastest_exact_ar(grid: dict) -> tuple[str, float]:
+    """(name, ms) of the fastest AR call among the grid's exact deployments."""
+    exact = {k: v["ar_ms"] for k, v in grid.items() if isinstance(v, dict) and "ar_ms" in v and is_exact(k)}
+    if not exact:
+        raise ValueError(f"no exact deployment in the grid: {sorted(grid)}")
+    name = min(exact, key=exact.get)
+    return name, exact[name]
+
+
+def projection_at(grid: dict, n: int = PAPER_N) -> dict:
+    """The projected speedup at N for every deployment of `grid` ({name: {"ar_ms", "by_n": {N: {"call_ms",
+    "overhead"}}}}) that has N, with the paper's tokens/step at N:
+    {"n", "tokens_per_step", "source" ("paper" | "inferred"), "baseline": (name, ms) the fastest exact AR call,
+     "rows": {name: {"call_ms", "over_own_ar", "over_fastest_exact_ar", "exact"}}, "best": the exact deployment
+     with the largest over_fastest_exact_ar}. Raises where the paper gives no tokens/step at N."""
+    source = ceiling_provenance(n)
+    if source is None:
+        raise ValueError(f"the paper gives no tokens/step at N = {n}: a projection uses the paper's own points only")
+    tps = float(PAPER["figure4_latency"]["acceptance_ceiling"][int(n)])
+    base_name, base_ms = fastest_exact_ar(grid)
+    rows = {}
+    for name, d in grid.items():
+        if not (isinstance(d, dict) and "by_n" in d and "ar_ms" in d):
+            continue
+        r = {int(k): v for k, v in d["by_n"].items()}.get(int(n))
+        if r:
+            rows[name] = {"call_ms": r["call_ms"], "over_own_ar": tps / (1 + r["overhead"]),
+                          "over_fastest_exact_ar": tps * base_ms / r["call_ms"], "exact": is_exact(name)}
+    exact = [k for k, r in rows.items() if r["exact"]]
+    best = max(exact, key=lambda k: rows[k]["over_fastest_exact_ar"]) if exact else None
+    return {"n": int(n), "tokens_per_step": tps, "source": source, "baseline": (base_name, base_ms), "rows": rows,
+            "best": best}
+
+
+def tokens_label(p: dict) -> str:
+    """How the numerator is named: "the paper's tokens/step 2.25", or "the paper's tokens/step 2.47 (inferred)" where
+    Figure 4 does not print it (2.47 is Table 2's value at N = 32)."""
+    return f"the paper's tokens/step {p['tokens_per_step']:.2f}" + (" (inferred)" if p["source"] == "inferred" else "")
+
+
+def projection_sentence(p: dict) -> str:
+    """The projection in words, every number from `p` (`projection_at`): the best exact deployment against the
+    fastest exact AR call, its own-AR figure beside it, and each inexact deployment apart."""
+    base, ms = p["baseline"]
+    best = p["rows"][p["best"]]
+    text = (f"Projected at N = {p['n']} with {tokens_label(p)}: the fastest exact deployment's call ({p['best']}, "
+            f"{best['call_ms']:.1f} ms) gives **{best['over_fastest_exact_ar']:.2f}x** against the fastest exact AR "
+            f"call of the same grid ({base}, {ms:.2f} ms); against its own AR call it would be "
+            f"{best['over_own_ar']:.2f}x" + (", a figure that flatters its slower AR call." if best["over_own_ar"] >
+                                            best["over_fastest_exact_ar"] + 0.005 else "."))
+    apart = [k for k, r in p["rows"].items() if not r["exact"]]
+    if apart:
+        text += " Apart: " + "; ".join(f"{k} {p['rows'][k]['over_fastest_exact_ar']:.2f}x" for k in apart) + \
+                ". " + inexact_note(apart)
+    return text
+
+
+def derived_paper_values() -> dict[str, str | None]:
+    """The paper values this project derives or infers, as the notebooks show them, for the notebook check
+    (`labelled_numbers.label_problems(..., derived=...)`): each derived overhead ("+0.236": ceiling / speedup - 1,
+    no context word needed) and each inferred ceiling ("2.47", counted only beside the word "ceiling", since 2.47
+    is also Table 2's printed tokens/step)."""
+    f4 = PAPER["figure4_latency"]
+    ceiling = {int(n): float(v) for n, v in f4["acceptance_ceiling"].items()}
+    out: dict[str, str | None] = {}
+    for d in f4["devices"].values():                  # as paper_figures.paper_figure4 derives them
+        for key, speedup in d.items():
+            n = int(key.split("_N")[1]) if key.startswith("speedup_at_N") else None
+            if n in ceiling and f"overhead_at_N{n}" not in d:
+                out[f"{ceiling[n] / float(speedup) - 1:+.3f}"] = None
+    out.update({f"{ceiling[n]:.2f}": "ceiling" for n in ceiling if ceiling_provenance(n) == "inferred"})
+    return out

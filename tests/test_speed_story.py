@@ -1,0 +1,100 @@
+"""The speed story's numbers and the sentences that interpret them (`helpers.report.projection`,
+`helpers.report.speed_sentences`): each sentence is checked against the numbers it was built from, so a sentence
+that contradicted them (a direction assumed, a best N explained by a trend the sweep does not show, a derived or
+inferred paper value called the paper's) fails here."""
+
+import pytest
+
+from helpers.report.projection import (ceiling_provenance, ceiling_text, fastest_exact_ar, inexact_note, is_exact,
+                                       projection_at, projection_sentence)
+from helpers.report.speed_sentences import (best_n_sentence, call_cost_sentence, measured_against_realised,
+                                            paper_arithmetic, three_estimates)
+
+GRID = {"rounds": 3,
+        "w8a8": {"ar_ms": 5.0, "by_n": {"32": {"call_ms": 15.0, "overhead": 2.0}}},
+        "w8a16": {"ar_ms": 12.0, "by_n": {"32": {"call_ms": 72.0, "overhead": 5.0}}},
+        "bfloat16-prepacked": {"ar_ms": 13.0, "by_n": {"16": {"call_ms": 20.0, "overhead": 0.54},
+                                                       "32": {"call_ms": 36.0, "overhead": 1.77}}}}
+
+
+def test_the_paper_points_say_where_they_come_from():
+    assert ceiling_provenance(16) == "paper" and ceiling_provenance(64) == "paper"
+    assert ceiling_provenance(32) == "inferred" and ceiling_provenance(24) is None
+    assert ceiling_text(32) == "2.47 (inferred)" and ceiling_text(16) == "2.25" and ceiling_text(8) == "-"
+
+
+def test_the_projection_is_against_the_fastest_lossless_ar_call_of_its_own_grid():
+    assert not is_exact("w8a8") and not is_exact("w8a8+inductor") and is_exact("w8a16")
+    assert fastest_exact_ar(GRID) == ("w8a16", 12.0)                 # w8a8's 5 ms is not a lossless baseline
+    p = projection_at(GRID, 32)
+    assert p["best"] == "bfloat16-prepacked" and p["source"] == "inferred"
+    assert p["rows"]["bfloat16-prepacked"]["over_fastest_exact_ar"] == pytest.approx(2.47 * 12 / 36)
+    assert p["rows"]["bfloat16-prepacked"]["over_own_ar"] == pytest.approx(2.47 / 2.77)
+    text = projection_sentence(p)
+    assert f"**{2.47 * 12 / 36:.2f}x** against the fastest exact AR call" in text and "(inferred)" in text
+    assert "w8a8" in text and "not lossless" in text and "Projected" in text
+    with pytest.raises(ValueError, match="no tokens/step at N = 24"):
+        projection_at(GRID, 24)                                      # never a value the paper does not give
+    with pytest.raises(ValueError, match="no exact deployment"):
+        fastest_exact_ar({"w8a8": GRID["w8a8"]})
+    assert inexact_note(["w8a16"]) == "" and "per call" in inexact_note(["w8a8"])
+
+
+BY_N = {"4": {"overhead": 0.9, "tokens_per_step": 1.6, "realised_speedup": 0.84, "measured_speedup": 0.91},
+        "8": {"overhead": 1.0, "tokens_per_step": 1.8, "realised_speedup": 0.90, "measured_speedup": 0.93},
+        "16": {"overhead": 1.2, "tokens_per_step": 1.9, "realised_speedup": 0.86, "measured_speedup": 0.90},
+        "32": {"overhead": 1.5, "tokens_per_step": 2.0, "realised_speedup": 0.83, "measured_speedup": 0.79}}
+
+
+def test_measured_against_realised_follows_the_numbers_not_an_assumed_direction():
+    text = measured_against_realised(BY_N)
+    assert "more than the call's growth predicts at N = 4, 8, 16" in text and "less at N = 32" in text
+    flipped = {n: {**r, "measured_speedup": r["realised_speedup"] - 0.1} for n, r in BY_N.items()}
+    assert "more than" not in measured_against_realised(flipped)
+
+
+def test_the_best_n_reason_is_the_sweeps_own():
+    text = best_n_sentence(BY_N, 8)
+    assert "N = 4, 8, 16 all lie within 0.05" in text and "at N = 32 it measures 0.79x" in text
+    assert "grows faster" not in text                              # no trend the per-call column does not show
+    steep = {**BY_N, "4": {**BY_N["4"], "measured_speedup": 0.5}, "16": {**BY_N["16"], "measured_speedup": 0.6}}
+    assert "every other N is more than 0.05 below it" in best_n_sentence(steep, 8)
+
+
+def test_the_arithmetic_holds_and_two_harnesses_are_named_apart():
+    text = call_cost_sentence(BY_N["32"], 32)
+    assert f"2.00 / 2.50 = {2.0 / 2.5:.2f}x predicted, 0.79x measured" in text
+    paper = paper_arithmetic()
+    assert f"2.47 (inferred) / 1.136 = {2.47 / 1.136:.2f}x against the 2.13x it reports" in paper
+    ar_step = {"per_call_ms": 0.9, "layers": 0.6, "heads": 0.1, "sample": 0.12, "commit": 0.08, "prefill_ms": 1.1}
+    est = three_estimates(BY_N["8"], {"ratio": 0.5}, ar_step, 8, 0.6)
+    assert "predicts 0.90x" in est and "2.00 AR steps, predicts 0.90x" in est and "measured 0.93x" in est
+    assert "The step costs 1.50 AR calls" in est and "*AR call* (0.600 ms)" in est and "*AR step* (0.900 ms)" in est
+
+
+def test_the_miniatures_frames_compare_lossless_loops_and_show_w8a8_apart():
+    from helpers.report.cpu_figure4 import exact_frames, frames_rows, frames_sentence
+    frames = {"frames": 100, "official": "official@float32",
+              "systems": {"ar@w8a8": {"frame_ms": 5.0, "tokens_per_step": 1.0},
+                          "ar@w8a16": {"frame_ms": 10.0, "tokens_per_step": 1.0},
+                          "spec8@w8a8": {"frame_ms": 4.0, "tokens_per_step": 1.7},
+                          "spec8@w8a16": {"frame_ms": 12.5, "tokens_per_step": 1.7},
+                          "official@float32": {"frame_ms": 30.0, "tokens_per_step": None}},
+              "identical": {"w8a16": {"spec": {"8": 100}}, "w8a8": {"spec": {"8": 51}}}}
+    e = exact_frames(frames)
+    assert e["fastest_ar"] == "ar@w8a16" and e["fastest_spec"] == "spec8@w8a16"      # w8a8's faster loops apart
+    assert e["spec_over_ar"] == pytest.approx(0.8) and e["inexact_spec"] == ("spec8@w8a8", pytest.approx(2.5))
+    text = frames_sentence(frames)
+    assert "0.80x the fastest lossless AR loop" in text and "not lossless: spec8@w8a8 at 2.50x" in text
+    assert "w8a8 N = 8: 51 of 100" in text and "w8a8 is not lossless" in text
+    assert {r["system"]: r["lossless"] for r in frames_rows(frames)} == {
+        "spec8@w8a8": "no", "ar@w8a8": "no", "ar@w8a16": "yes", "spec8@w8a16": "yes", "official@float32": "-"}
+
+
+def test_the_checks_derived_values_are_the_figures_derived_values():
+    from helpers.report.paper import PAPER
+    from helpers.report.paper_figures import paper_figure4
+    from helpers.report.projection import derived_paper_values
+    paper = paper_figure4(PAPER["figure4_latency"])
+    derived = {f"{o:+.3f}" for d in paper["devices"].values() for o in d["derived"].values()}
+    assert {k for k, context in derived_paper_values().items() if context is None} == derived
