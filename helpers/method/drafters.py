@@ -203,6 +203,15 @@ class MedusaHeads(Drafter):
         return self.heads
 
 
+def top_candidates(drafter: Drafter, h: torch.Tensor, t, depth: int, width: int,
+                   heads: torch.Tensor | None = None) -> torch.Tensor:
+    """Draft, take the top m: the candidates [n, depth, width] (long, by rank) for c_{t+1..t+depth} from the states
+    h [n, H] (`Drafter.draft_logits`; t and heads as there). Every round, replay, calibration and the walkthrough
+    draft through here; `helpers.method.round.TreeIndex.query` packs the candidates behind a root."""
+    logits = drafter.draft_logits(h, t, depth) if heads is None else drafter.draft_logits(h, t, depth, heads)
+    return logits.topk(width, dim=-1).indices
+
+
 DRAFTERS = {cls.kind: cls for cls in (ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads)}
 OFFSET_KINDS = ("offsets", "offsets_prenorm")       # the two places the offsets can enter (the ablation)
 DRAFTER_KINDS = ("reused", "medusa") + OFFSET_KINDS  # the order runs list them in by default
