@@ -36,6 +36,9 @@ class Drafter(nn.Module):
 
     kind = "reused"
     prenorm = False           # reads the residual stream r_t before the final norm (else h_t after it)
+    # drafts through `draft_weights` with the code predictor's stacked heads at a device position (a compiled or
+    # captured round, fused drafts); a drafter whose `draft_logits` takes a host int only says False
+    drafts_on_device = True
 
     def __init__(self, predictor: CodePredictor, depth: int = 3):
         super().__init__()
@@ -191,10 +194,8 @@ class MedusaHeads(Drafter):
         return self.heads[t - 1, j - 1]
 
     def draft_weights(self, t, depth: int, heads: torch.Tensor | None = None) -> torch.Tensor:
-        """The heads of start position t, depths 1..depth, as [depth, H, V] (`Drafter.draft_weights`; `heads` only
-        says that t may be a [1] tensor, read without a host read)."""
-        if heads is None:
-            return self.heads[t - 1, :depth].transpose(-1, -2)
+        """The heads of start position t (an int, or a [1] tensor read without a host read), depths 1..depth, as
+        [depth, H, V] (`Drafter.draft_weights`; Medusa drafts with its own heads, never the predictor's `heads`)."""
         return self.heads.index_select(0, _position(t, self.heads.device) - 1)[0, :depth].transpose(-1, -2)
 
     def head_stack(self) -> torch.Tensor:

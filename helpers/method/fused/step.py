@@ -7,19 +7,17 @@ from torch import nn
 import torch.nn.functional as F
 
 from helpers.method.capture import on_device_path
-from helpers.method.drafters import Drafter, MedusaHeads, top_candidates
+from helpers.method.drafters import Drafter, top_candidates
 from helpers.method.fused.core import FusedCore
 from helpers.method.kernels import apply
 from helpers.method.tree import SparseTree
 
 
 def fusable(drafter: Drafter | None) -> bool:
-    """True for drafters that draft with heads (+ offsets) through `Drafter.draft_weights`, so a call or a compiled
-    round can draft on the device (others draft at a host int t: the eager decoder only)."""
-    if drafter is None or any(getattr(type(drafter), name) is not getattr(Drafter, name)
-                              for name in ("draft_logits", "draft_input")):
-        return False
-    return type(drafter).draft_weights in (Drafter.draft_weights, MedusaHeads.draft_weights)
+    """True for a drafter that drafts on the device (`Drafter.drafts_on_device`: heads + offsets through
+    `Drafter.draft_weights`), so a call or a compiled round can draft in it (others draft at a host int t: the eager
+    decoder only)."""
+    return drafter is not None and drafter.drafts_on_device
 
 
 class FusedStep(nn.Module):
