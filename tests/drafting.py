@@ -20,6 +20,7 @@ class OracleDrafter(Drafter):
     `rank(t, j)` among otherwise random candidates; rank None leaves it out. Exercises every walk branch."""
 
     kind = "oracle"
+    drafts_on_device = False          # draft_logits takes a host int t only
 
     def __init__(self, predictor, depth=3, rank=lambda t, j: 0, seed=0):
         super().__init__(predictor, depth)

@@ -14,8 +14,8 @@ from drafting import TREES, random_drafters
 from helpers.method.capture import CaptureError, DeviceOps, check_capturable, on_device_path
 from helpers.method.decoding import FrameState
 from helpers.method.frame import RoundLoop, SpeculativeFrame
-from helpers.method.fused import FusedCore, FusedStep
-from helpers.method.round import ARFrame, ARStep, Drafts, Prefill, Round, TreeIndex
+from helpers.method.fused import FusedCore
+from helpers.method.round import ARFrame, ARStep, Prefill, Round, TreeIndex
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 
 SAMPLER = SamplerConfig(top_k=5, temperature=1.3)
@@ -30,8 +30,7 @@ def frame_buffers(spec, cp, seed=3):
 
 
 def round_of(core, drafter, tree):
-    return Round(FusedStep(core, tree, None, prenorm=drafter.prenorm),
-                 Drafts(core, drafter, tree.max_depth, max(tree.width)), SAMPLER)
+    return Round.build(core, drafter, tree, SAMPLER)
 
 
 def test_guard_refuses_what_capture_refuses():
@@ -67,7 +66,7 @@ def test_guard_fails_on_the_old_ar_step(tiny):
     spec, _, cp = tiny
     g, c0, s = frame_buffers(spec, cp)
     core = FusedCore(cp, max_depth=0)
-    modules = Prefill(core, SAMPLER), ARStep(FusedStep(core, None), SAMPLER), cp.num_codes, cp.device
+    modules = Prefill(core, SAMPLER), ARStep.build(core, SAMPLER), cp.num_codes, cp.device
     with pytest.raises(CaptureError, match="host data"):
         check_capturable(HostIntARFrame(*modules), g, c0, s.k, s.v, s.u, s.codes)
     check_capturable(ARFrame(*modules), g, c0, s.k, s.v, s.u, s.codes)
@@ -78,7 +77,7 @@ def test_ar_modules_are_capturable(tiny):
     g, c0, s = frame_buffers(spec, cp)
     core = FusedCore(cp, max_depth=0)
     token = check_capturable(Prefill(core, SAMPLER), g, c0, s.k, s.v, s.u, s.codes)
-    step = ARStep(FusedStep(core, None), SAMPLER)
+    step = ARStep.build(core, SAMPLER)
     for t in range(1, cp.num_codes):
         token = check_capturable(step, token, s.k, s.v, s.ts[t], s.u, s.codes)
 
@@ -98,7 +97,7 @@ def test_rounds_are_capturable(tiny, drafter_name, tree_name):
     n = cp.num_codes
     for t in range(1, n):
         sub = tree.pruned(n - 1 - t)
-        module = round_of(core, drafter, sub) if sub is not None else ARStep(FusedStep(core, None), SAMPLER)
+        module = round_of(core, drafter, sub) if sub is not None else ARStep.build(core, SAMPLER)
         q = query[:, :1 if sub is None else sub.size + 1]
         check_capturable(module, q, s.k, s.v, s.ts[t], s.u, s.codes)
     for t in range(1, n + 1):

@@ -19,6 +19,8 @@ SAMPLER = SamplerConfig(top_k=50, temperature=0.9)
 class OwnHeadDrafter(Drafter):
     """A drafter that reads h_{t+j} (not h_t) of the frames it was given: the own head, as a Drafter."""
 
+    drafts_on_device = False
+
     def __init__(self, predictor, h, depth=3):
         super().__init__(predictor, depth)
         self.h = h

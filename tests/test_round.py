@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from drafting import TREES
-from helpers.method.round import TreeIndex, accept, commit_kv
+from helpers.method.predictor import commit_kv
+from helpers.method.round import TreeIndex, accept
 
 
 def walk_by_definition(tree, tokens: list[int], ys: list[int]) -> int:

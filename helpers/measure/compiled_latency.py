@@ -23,8 +23,8 @@ from helpers.measure.timing import device_sync, interleaved, time_calls
 from helpers.method.compiler import CallCompiler, check_compile_mode
 from helpers.method.decoding import CompiledAR, CompiledSpeculative, frame_decoders
 from helpers.method.drafters import Drafter
-from helpers.method.fused import FusedCore, FusedStep
-from helpers.method.round import ROUND_PHASES, ARStep, Drafts, Round
+from helpers.method.fused import FusedCore
+from helpers.method.round import ROUND_PHASES, ARStep, Round
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampling import SamplerConfig, frame_uniforms
 from helpers.method.tree import SparseTree
@@ -175,15 +175,15 @@ def compiled_round_profile(predictor: CodePredictor, drafter: Drafter, trees: di
     def p50(fn, *args):
         return time_calls(lambda: fn(*args), device, warmup, iters).p50
 
-    ar = compiler(ARStep(FusedStep(core, None), sampler), state)
+    ar = compiler(ARStep.build(core, sampler), state)
     token = torch.zeros(1, 1, dtype=torch.long, device=device)
     out = {"ar_call_ms": p50(ar, token, k, v, t_in, u, codes), "trees": {}}
     for n, tree in trees.items():
-        step = FusedStep(core, tree, None, prenorm=drafter.prenorm)
+        tree_round = Round.build(core, drafter, tree, sampler)
+        step = tree_round.step                                           # the round's verify call, compiled on its own
         query = torch.randint(0, core.vocab, (1, step.q), generator=gen, device=device)
         verify = p50(compiler(step, state), query, k, v, t_in)
-        drafts = Drafts(core, drafter, tree.max_depth, max(tree.width))
-        rnd = compiler.kernels(Round(step, drafts, sampler))
+        rnd = compiler.kernels(tree_round)
         full = p50(compiler.capture(rnd, state), query, k, v, t_in, u, codes)
         out["trees"][n] = {"q": step.q, "verify_ms": verify, "round_ms": full, "verify_over_ar": verify - out[
             "ar_call_ms"], "round_over_verify": full - verify, "round_over_ar": full / out["ar_call_ms"]}

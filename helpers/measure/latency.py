@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from helpers.method.predictor import CodePredictor
+from helpers.method.compiler import CapturedGraph
 from helpers.method.decoding import frame_decoders
 from helpers.method.drafters import Drafter
 from helpers.method.fused import FusedCore, FusedStep
@@ -36,18 +37,9 @@ SIZES = (4, 8, 15, 16, 31, 32, 47, 63, 64)       # the paper's N and N + 1 = 16,
 
 
 def graphed(step: FusedStep, inputs) -> Callable[[], object]:
-    """Capture step(*inputs) in a CUDA graph (fixed shapes, gather path); returns a replay function.
-    Inputs are the graph's static buffers: copy new values into them before replaying."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream), torch.no_grad():
-        for _ in range(3):
-            step(*inputs)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph), torch.no_grad():
-        step(*inputs)
-    return graph.replay
+    """Capture step(*inputs) in a CUDA graph (fixed shapes, gather path; `CapturedGraph`); returns a replay
+    function. Inputs are the graph's static buffers: copy new values into them before replaying."""
+    return CapturedGraph(step, tuple(inputs), list(inputs)).graph.replay
 
 
 @torch.no_grad()

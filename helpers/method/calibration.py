@@ -13,7 +13,7 @@ import heapq
 
 import torch
 
-from helpers.method.drafters import Drafter
+from helpers.method.drafters import Drafter, top_candidates
 from helpers.method.tree import SparseTree
 
 # A made-up acceptance table a[d][r] (decreasing with depth and rank) to shape trees when a model's own
@@ -34,7 +34,7 @@ def acceptance_table(drafter: Drafter, h: torch.Tensor, codes: torch.Tensor, wid
     trials = [0] * drafter.depth
     for t in range(1, drafter.num_codes):
         depth = min(drafter.depth, drafter.num_codes - t)
-        cand = drafter.draft_logits(h[:, t - 1], t, depth).topk(width, dim=-1).indices     # [B, depth, m]
+        cand = top_candidates(drafter, h[:, t - 1], t, depth, width)                        # [B, depth, m]
         match = cand == codes[:, t + 1:t + 1 + depth, None].to(cand.device)
         hits[:depth] += match.sum(0).double()
         trials[:depth] = [n + h.shape[0] for n in trials[:depth]]

@@ -29,9 +29,11 @@ def check_compile_mode(mode: str, device: torch.device) -> None:
                          f"use 'inductor' or 'none' there")
 
 
-class _Graphed:
-    """A module replayed from one captured CUDA graph: arguments that are not the decoder's state buffers
-    (`state`, passed by identity) are copied into the graph's static inputs; returns the static outputs."""
+class CapturedGraph:
+    """A module replayed from one captured CUDA graph (the one capture: decoders and the call timings): arguments
+    that are not the decoder's state buffers (`state`, passed by identity) are copied into the graph's static
+    inputs; returns the static outputs. Three warm-up calls on a side stream first; the state is restored after
+    them, so the first replay starts from the state the capture was given."""
 
     def __init__(self, fn: nn.Module, args: tuple, state: list[torch.Tensor]):
         self.static = [a if any(a is s for s in state) else a.clone() for a in args]
@@ -90,7 +92,7 @@ class CallCompiler:
         def call(*args):
             if "graph" not in holder:
                 start = time.perf_counter()
-                holder["graph"] = _Graphed(fn, args, state)
+                holder["graph"] = CapturedGraph(fn, args, state)
                 self.seconds += time.perf_counter() - start
             return holder["graph"](*args)
         return call

@@ -23,8 +23,8 @@ from helpers.method.clock import no_clock
 from helpers.method.compiler import CallCompiler
 from helpers.method.drafters import Drafter
 from helpers.method.fused import FusedCore, FusedStep
-from helpers.method.predictor import CodePredictor
-from helpers.method.round import ARFrame, ARStep, Drafts, Prefill, Round, check_device_drafter
+from helpers.method.predictor import CodePredictor, commit_kv
+from helpers.method.round import ARFrame, ARStep, Prefill, Round, check_device_drafter
 from helpers.method.sampling import SamplerConfig, sample, target_probs
 from helpers.method.tree import SparseTree
 
@@ -89,6 +89,9 @@ class ARDecoder:
         self.predictor = predictor
         self.core = decoder_core(predictor, 0, core)
         self.step = FusedStep(self.core, None)
+        device = predictor.device                  # the cache slots each call commits: [g, c0], then c_t at t + 1
+        self.slots = [torch.arange(2, device=device)] + [torch.tensor([t + 1], device=device)
+                                                         for t in range(1, predictor.num_codes)]
 
     @torch.no_grad()
     def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig, u: torch.Tensor,
@@ -101,14 +104,14 @@ class ARDecoder:
         core.refresh()
         cache = predictor.new_cache(g.shape[0])
         logits, k, v, _ = core.prefill(g, c0, cache.k, cache.v)
-        cache.commit(k, v)
+        commit_kv(cache.k, cache.v, self.slots[0], k, v)
         codes = [sample(target_probs(logits, sampler), u[:, 0])]
         clock("prefill")
         for t in range(1, predictor.num_codes):
             logits, k, v = step.call_at(codes[-1][:, None], cache.k, cache.v, t, clock)
             clock("heads")
             if t + 1 < predictor.num_codes:
-                cache.commit(k, v)
+                commit_kv(cache.k, cache.v, self.slots[t], k, v)
             clock("commit")
             codes.append(sample(target_probs(logits[:, 0], sampler), u[:, t]))
             clock("sample")
@@ -181,10 +184,9 @@ class SpeculativeDecoder:
             sub = tree.pruned(n - 1 - t)
             if sub not in built:
                 if sub is None:
-                    module = ARStep(FusedStep(self.core, None), sampler)
+                    module = ARStep.build(self.core, sampler)
                 else:
-                    module = Round(FusedStep(self.core, sub, None, prenorm=drafter.prenorm),
-                                   Drafts(self.core, drafter, sub.max_depth, max(sub.width)), sampler)
+                    module = Round.build(self.core, drafter, sub, sampler)
                 built[sub] = (module, self.compiler(module, buffers))
             self.rounds[t], self.calls[t] = built[sub]
             self.q[t] = 1 if sub is None else sub.size + 1
@@ -266,7 +268,7 @@ class CompiledAR:
         self.core = FusedCore(predictor, max_depth=0)
         self.state = FrameState(predictor)
         buffers = self.state.buffers
-        prefill, step = Prefill(self.core, sampler), ARStep(FusedStep(self.core, None), sampler)
+        prefill, step = Prefill(self.core, sampler), ARStep.build(self.core, sampler)
         if frame:                                   # the step compiled once, the frame's loop over it captured
             kernels = self.compiler.kernels
             self.call = self.compiler.capture(ARFrame(kernels(prefill), kernels(step), predictor.num_codes,

@@ -36,6 +36,9 @@ class Drafter(nn.Module):
 
     kind = "reused"
     prenorm = False           # reads the residual stream r_t before the final norm (else h_t after it)
+    # drafts through `draft_weights` with the code predictor's stacked heads at a device position (a compiled or
+    # captured round, fused drafts); a drafter whose `draft_logits` takes a host int only says False
+    drafts_on_device = True
 
     def __init__(self, predictor: CodePredictor, depth: int = 3):
         super().__init__()
@@ -191,16 +194,23 @@ class MedusaHeads(Drafter):
         return self.heads[t - 1, j - 1]
 
     def draft_weights(self, t, depth: int, heads: torch.Tensor | None = None) -> torch.Tensor:
-        """The heads of start position t, depths 1..depth, as [depth, H, V] (`Drafter.draft_weights`; `heads` only
-        says that t may be a [1] tensor, read without a host read)."""
-        if heads is None:
-            return self.heads[t - 1, :depth].transpose(-1, -2)
+        """The heads of start position t (an int, or a [1] tensor read without a host read), depths 1..depth, as
+        [depth, H, V] (`Drafter.draft_weights`; Medusa drafts with its own heads, never the predictor's `heads`)."""
         return self.heads.index_select(0, _position(t, self.heads.device) - 1)[0, :depth].transpose(-1, -2)
 
     def head_stack(self) -> torch.Tensor:
         """The trained heads themselves (indexing one head at a time would fill a gradient of all 15 K heads per
         head: the step about 20x slower)."""
         return self.heads
+
+
+def top_candidates(drafter: Drafter, h: torch.Tensor, t, depth: int, width: int,
+                   heads: torch.Tensor | None = None) -> torch.Tensor:
+    """Draft, take the top m: the candidates [n, depth, width] (long, by rank) for c_{t+1..t+depth} from the states
+    h [n, H] (`Drafter.draft_logits`; t and heads as there). Every round, replay, calibration and the walkthrough
+    draft through here; `helpers.method.round.TreeIndex.query` packs the candidates behind a root."""
+    logits = drafter.draft_logits(h, t, depth) if heads is None else drafter.draft_logits(h, t, depth, heads)
+    return logits.topk(width, dim=-1).indices
 
 
 DRAFTERS = {cls.kind: cls for cls in (ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads)}

@@ -25,9 +25,8 @@ from helpers.method.clock import no_clock
 from helpers.method.compiler import CallCompiler
 from helpers.method.decoding import FrameResult, FrameState, check_tree, decoder_core, dense_only
 from helpers.method.drafters import Drafter
-from helpers.method.fused import FusedStep
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import Drafts, Prefill, Round, check_device_drafter
+from helpers.method.round import Prefill, Round, check_device_drafter
 from helpers.method.sampling import SamplerConfig
 from helpers.method.tree import SparseTree
 
@@ -106,8 +105,7 @@ class FrameSpeculative:
         self.t = torch.ones(1, dtype=torch.long, device=device)
         self.rounds = torch.zeros(1, dtype=torch.long, device=device)
         buffers = [self.query, self.t, self.rounds] + s.buffers
-        self.round = Round(FusedStep(self.core, tree, None, prenorm=drafter.prenorm),
-                           Drafts(self.core, drafter, tree.max_depth, max(tree.width)), sampler)
+        self.round = Round.build(self.core, drafter, tree, sampler)
         round = self.compiler.kernels(self.round)                       # compiled once, called by both loops
         prefill = self.compiler.kernels(Prefill(self.core, sampler, self.round.drafts, self.round.index))
         self.open = self.compiler.capture(SpeculativeFrame(prefill, RoundLoop(round, first, n)), buffers)

@@ -58,6 +58,14 @@ def runs(values: Sequence[int]) -> list[tuple[int, int, int]]:
     return out
 
 
+def commit_kv(k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor, k_new: torch.Tensor,
+              v_new: torch.Tensor) -> None:
+    """The one KV commit: keys/values k_new, v_new [L, B, kv, n, d] into cache slots [n] (a device tensor) of k, v
+    [L, B, kv, S, d], in place. The rounds write at fixed offsets with it; `KVCache.commit` appends with it."""
+    k.index_copy_(3, slots, k_new)
+    v.index_copy_(3, slots, v_new)
+
+
 @dataclass
 class KVCache:
     """Committed keys/values of one frame: k, v [layers, B, kv_heads, slots, head_dim]."""
@@ -75,8 +83,7 @@ class KVCache:
         n = k_new.shape[3]
         if self.length + n > self.slots:
             raise ValueError(f"cannot commit {n} entries: cache holds {self.length} of {self.slots} slots")
-        self.k[:, :, :, self.length:self.length + n] = k_new
-        self.v[:, :, :, self.length:self.length + n] = v_new
+        commit_kv(self.k, self.v, torch.arange(self.length, self.length + n, device=self.k.device), k_new, v_new)
         self.length += n
 
 

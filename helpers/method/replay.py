@@ -26,6 +26,7 @@ from itertools import islice
 import torch
 
 from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.drafters import top_candidates
 from helpers.method.round import accept
 from helpers.method.sampling import frame_uniforms
 
@@ -100,8 +101,8 @@ def walk_calls(decoder: SpeculativeDecoder, runs: list, states: torch.Tensor | N
             next_t[t] = torch.full((codes.shape[0],), t + 1, device=codes.device)
             continue
         ix = module.index
-        cand = d.draft_logits(states[:, t - 1], t, ix.depth_max).topk(ix.width, dim=-1).indices   # [F, D, m]
-        tokens = torch.cat((codes[:, t:t + 1], cand[:, ix.node_depth, ix.node_rank]), dim=1)      # [F, q]
+        cand = top_candidates(d, states[:, t - 1], t, ix.depth_max, ix.width)                     # [F, D, m]
+        tokens = ix.query(codes[:, t], cand)                                                      # [F, q]
         ys = codes.index_select(1, t + 1 + ix.depth)              # [F, q]: the recorded code each token's sample draws
         next_t[t] = t + 1 + ix.depth.index_select(0, accept(tokens, ys, ix))
     next_t = {t: v.tolist() for t, v in next_t.items()}

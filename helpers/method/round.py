@@ -3,7 +3,7 @@
 A round is rooted at code position t: its root token is c_t, the code just sampled. With the frame's KV cache holding
 [g, c0, .., c_{t-1}] (t + 1 slots) it runs four phases, every one on the device:
 
-    draft   the stop node's state h_s -> top-m candidates [D, m] for c_{s+1..s+D} (`Drafter.draft_logits`, the one
+    draft   the stop node's state h_s -> top-m candidates [D, m] for c_{s+1..s+D} (`top_candidates`, over the one
             drafting function), packed behind the root into the next query [1, q] (`TreeIndex.query`)
     verify  one call over the packed tree (`FusedStep`): target logits [1, q, V], the query's keys/values and states
     accept  every query token sampled at once with its own position's uniform (a depth-d token's output is
@@ -27,8 +27,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from helpers.method.drafters import Drafter
+from helpers.method.drafters import Drafter, top_candidates
 from helpers.method.fused import FusedCore, FusedStep, fusable
+from helpers.method.predictor import commit_kv
 from helpers.method.sampling import SamplerConfig, sample, target_probs
 from helpers.method.tree import SparseTree
 
@@ -61,8 +62,9 @@ class TreeIndex(nn.Module):
             self.register_buffer(name, value.to(device), persistent=False)      # the tree's tables live on the host
 
     def query(self, root: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
-        """root [1] (c_t), candidates [D', m'] (D' >= D, m' >= m) -> the round's query [1, q]."""
-        return torch.cat((root, cand[self.node_depth, self.node_rank]))[None]
+        """Pack the query: roots [B] (c_t), candidates [B, D', m'] (D' >= D, m' >= m) -> queries [B, q] (the one
+        packing: rounds, replay, round records, the walkthrough)."""
+        return torch.cat((root[:, None], cand[:, self.node_depth, self.node_rank]), dim=1)
 
 
 def accept(tokens: torch.Tensor, ys: torch.Tensor, index: TreeIndex, valid: torch.Tensor | None = None
@@ -80,13 +82,6 @@ def accept(tokens: torch.Tensor, ys: torch.Tensor, index: TreeIndex, valid: torc
     return torch.argmax(accepted.long() * index.depth, dim=-1)             # deepest accepted (root at depth 0)
 
 
-def commit_kv(k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor, k_new: torch.Tensor,
-              v_new: torch.Tensor) -> None:
-    """Write keys/values k_new, v_new [L, 1, kv, n, d] into cache slots [n] of k, v [L, 1, kv, S, d], in place."""
-    k.index_copy_(3, slots, k_new)
-    v.index_copy_(3, slots, v_new)
-
-
 class Drafts(nn.Module):
     """The draft phase: one state [1, H] at code position s [1] -> top-m candidates [D, m] for c_{s+1..s+D}.
     A fusable drafter drafts on the device from the core's stacked heads; another at a host int s (eager only)."""
@@ -98,12 +93,12 @@ class Drafts(nn.Module):
 
     def forward(self, state: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         if self.on_device:
-            return self.drafter.draft_logits(state, s, self.depth, self.core.heads)[0].topk(self.width, dim=-1).indices
+            return top_candidates(self.drafter, state, s, self.depth, self.width, self.core.heads)[0]
         s = int(s)
         depth = min(self.depth, self.core.num_codes - s)
         cand = torch.zeros(self.depth, self.width, dtype=torch.long, device=state.device)   # rows past c15: unread
         if depth > 0:
-            cand[:depth] = self.drafter.draft_logits(state, s, depth)[0].topk(self.width, dim=-1).indices
+            cand[:depth] = top_candidates(self.drafter, state, s, depth, self.width)[0]
         return cand
 
 
@@ -137,7 +132,7 @@ class Prefill(nn.Module):
         if self.drafts is None:
             return c1[:, None]
         cand = self.drafts(state, self.one)
-        return self.index.query(c1, cand), cand
+        return self.index.query(c1, cand[None]), cand
 
 
 class ARStep(nn.Module):
@@ -148,6 +143,11 @@ class ARStep(nn.Module):
     def __init__(self, step: FusedStep, sampler: SamplerConfig):
         super().__init__()
         self.step, self.sampler = step, sampler
+
+    @classmethod
+    def build(cls, core: FusedCore, sampler: SamplerConfig) -> "ARStep":
+        """The AR step over `core` (the AR verify call, q = 1): how every decoder and timing assembles one."""
+        return cls(FusedStep(core, None), sampler)
 
     def forward(self, token, k, v, t, u, codes, clock=None):
         logits, k_new, v_new = self.step(token, k, v, t, clock)[:3]
@@ -199,6 +199,13 @@ class Round(nn.Module):
         self.index = TreeIndex(step.tree, step.core.heads.device)
         self.register_buffer("spare", torch.full((1,), self.n, device=step.core.heads.device), persistent=False)
 
+    @classmethod
+    def build(cls, core: FusedCore, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig) -> "Round":
+        """The round of `tree` over `core`: its verify call (states r for a prenorm drafter) and its draft phase
+        (depth and width of the tree): how every decoder and timing assembles one."""
+        return cls(FusedStep(core, tree, None, prenorm=drafter.prenorm),
+                   Drafts(core, drafter, tree.max_depth, max(tree.width)), sampler)
+
     def forward(self, query, k, v, t, u, codes, clock=None, until: str | None = None):
         """until: the round up to the end of one phase ("verify", "sample", "walk", "commit"), returning what that
         phase made (logits; ys; stop; t_new): how `compiled_round_profile` times each phase's share."""
@@ -233,6 +240,6 @@ class Round(nn.Module):
             return t_new
         # draft: the next round's candidates from the stop node's state
         cand = self.drafts(state[0].index_select(0, stop), t_new)                               # [D, m]
-        out = ix.query(ys.index_select(0, stop), cand)
+        out = ix.query(ys.index_select(0, stop), cand[None])
         _mark(clock, "query")
         return out, t_new, cand

@@ -2,7 +2,7 @@
 
 `round_records(decoder, result)` rebuilds every tree round of a `FrameResult` from what the decoder recorded (the
 drafts of each round, the committed codes) and the decoder's own rounds: the query tokens are the round's
-`cand[node_depth, node_rank]` behind the root, the mask and the RoPE positions are the verify call's own buffers
+candidates packed behind the root (`TreeIndex.query`), the mask and the RoPE positions are the verify call's own buffers
 (`FusedStep.visible[t]`, `FusedStep.position[t]`), and the accepted path is the round's own walk (`accept`) over the
 committed codes. It raises if the walk does not reproduce the committed codes, so a record is the round that ran.
 """
@@ -53,7 +53,7 @@ def round_records(decoder: SpeculativeDecoder, result: FrameResult) -> list[Roun
         module = decoder.rounds[t]
         ix = module.index
         cand = cand.to(ix.node_depth.device)
-        tokens = [codes[t - 1]] + cand[ix.node_depth, ix.node_rank].tolist()
+        tokens = ix.query(torch.tensor([codes[t - 1]], device=cand.device), cand[None])[0].tolist()
         committed = codes[t:t + result.accepted[i] + 1]
         depth = ix.tree.depth_list
         ys = [committed[d] if d < len(committed) else -1 for d in depth]   # each node's draw, where it is known

@@ -18,7 +18,7 @@ import torch
 
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
-from helpers.method.drafters import make_drafter
+from helpers.method.drafters import make_drafter, top_candidates
 from helpers.method.predictor import CodePredictor
 from helpers.method.round import accept
 from helpers.method.sampling import SamplerConfig, frame_uniforms, sample, target_probs
@@ -75,9 +75,9 @@ def toy_walkthrough(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tens
         if ix is None:
             cand, tokens, depth, mask = None, [root], [0], torch.ones(1, 1, dtype=torch.bool, device=p.device)
         else:
-            cand = drafter.draft_logits(h, t, ix.depth_max)[0].topk(ix.width, dim=-1).indices   # [D, m]
+            cand = top_candidates(drafter, h, t, ix.depth_max, ix.width)[0]                       # [D, m]
             drafts.append((t, cand.tolist()))
-            tokens = [root] + cand[ix.node_depth, ix.node_rank].tolist()
+            tokens = ix.query(torch.tensor([root], device=cand.device), cand[None])[0].tolist()
             depth, mask = ix.tree.depth_list, ix.tree.mask
         children = ([sorted(c.values()) for c in ix.tree.children] if ix is not None else [[]])
         out_pos = [t + d + 1 for d in depth]

@@ -7,19 +7,17 @@ from torch import nn
 import torch.nn.functional as F
 
 from helpers.method.capture import on_device_path
-from helpers.method.drafters import Drafter, MedusaHeads
+from helpers.method.drafters import Drafter, top_candidates
 from helpers.method.fused.core import FusedCore
 from helpers.method.kernels import apply
 from helpers.method.tree import SparseTree
 
 
 def fusable(drafter: Drafter | None) -> bool:
-    """True for drafters that draft with heads (+ offsets) through `Drafter.draft_weights`, so a call or a compiled
-    round can draft on the device (others draft at a host int t: the eager decoder only)."""
-    if drafter is None or any(getattr(type(drafter), name) is not getattr(Drafter, name)
-                              for name in ("draft_logits", "draft_input")):
-        return False
-    return type(drafter).draft_weights in (Drafter.draft_weights, MedusaHeads.draft_weights)
+    """True for a drafter that drafts on the device (`Drafter.drafts_on_device`: heads + offsets through
+    `Drafter.draft_weights`), so a call or a compiled round can draft in it (others draft at a host int t: the eager
+    decoder only)."""
+    return drafter is not None and drafter.drafts_on_device
 
 
 class FusedStep(nn.Module):
@@ -158,9 +156,8 @@ class FusedStep(nn.Module):
 
     def _drafts(self, state: torch.Tensor, draft_pos: torch.Tensor) -> torch.Tensor:
         """Top-m drafts for depths 1..D from every token, [1, q, D, m]: a depth-d token's state is h_s (r_s) at code
-        position s = t + d + 1 (`draft_pos[d]`), drafted by `Drafter.draft_logits` as any round drafts."""
+        position s = t + d + 1 (`draft_pos[d]`), drafted by `top_candidates` as any round drafts."""
         if state.shape[0] != 1:
             raise ValueError(f"a call with fused drafts decodes one stream (batch 1), got batch {state.shape[0]}")
-        logits = torch.cat([self.drafter.draft_logits(state[0, s:e], draft_pos[d:d + 1], self.depth, self.core.heads)
-                            for d, s, e in self.groups])                                # [q, D, V]
-        return logits.topk(self.width, dim=-1).indices[None]
+        return torch.cat([top_candidates(self.drafter, state[0, s:e], draft_pos[d:d + 1], self.depth, self.width,
+                                         self.core.heads) for d, s, e in self.groups])[None]      # [1, q, D, m]
