@@ -98,3 +98,10 @@ def test_the_checks_derived_values_are_the_figures_derived_values():
     paper = paper_figure4(PAPER["figure4_latency"])
     derived = {f"{o:+.3f}" for d in paper["devices"].values() for o in d["derived"].values()}
     assert {k for k, context in derived_paper_values().items() if context is None} == derived
+
+
+def test_best_projected_takes_the_largest_speedup_and_counts_none_as_zero():
+    from helpers.report.cpu_figure4 import best_projected
+    proj = {"bf16": {"best_speedup": 0.8}, "w8a16": {"best_speedup": 1.1}, "fp32": {"best_speedup": None}}
+    assert best_projected(proj) == "w8a16"
+    assert best_projected({"fp32": {"best_speedup": None}, "bf16": {"best_speedup": 0.2}}) == "bf16"

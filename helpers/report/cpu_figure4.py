@@ -228,3 +228,8 @@ def report_lines(m: dict) -> list[str]:
                 markdown(frames_rows(fr)), "",
                 frames_sentence(fr) + f" Fastest official generate: {fr['official']}.", ""]
     return out
+
+
+def best_projected(proj: dict) -> str:
+    """The deployment of `projected(...)` with the largest best speedup (a deployment with none counts as 0)."""
+    return max(proj, key=lambda k: proj[k]["best_speedup"] or 0)
