@@ -24,7 +24,8 @@ from helpers.measure.machine import LABEL
 
 MILLISECONDS = re.compile(r"(?<![A-Za-z])ms(?![A-Za-z])")          # "3 ms", "ms/frame", "frame ms", "call_ms_p50"
 DURATION = re.compile(r"\d\s?(?:s|sec|seconds?|min|minutes?)\b")       # "129 s", "7.4 min", "2 minutes"
-TIMING_AXIS = re.compile(r"(?<![A-Za-z])ms(?![A-Za-z])|\btime\b|\bseconds?\b", re.IGNORECASE)
+# a timing axis: "ms", "time", "seconds"; not a rate ("calls per second of audio")
+TIMING_AXIS = re.compile(r"(?<![A-Za-z])ms(?![A-Za-z])|\btime\b|(?<!per )\bseconds?\b", re.IGNORECASE)
 NOT_THE_PAPERS = re.compile(r"derived|inferred", re.IGNORECASE)
 TREE_SIZE = re.compile(r"\bN\s?=\s?(\d+)")
 LABELLED = re.compile(r"interpolat|extrapolat", re.IGNORECASE)

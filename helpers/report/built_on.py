@@ -14,14 +14,14 @@ from __future__ import annotations
 def built_on(numerics: dict | None) -> str:
     """The label of a build duration, from the model step's recorded numerics ({"aten", "openblas": [...], ...})."""
     if not numerics:
-        return "on the machine that built the miniature (not recorded; not necessarily this notebook's)"
+        return "measured on the machine that built the miniature (not recorded; not necessarily this notebook's)"
     parts = [f"ATen kernels {numerics['aten']}"] if numerics.get("aten") else []
     if numerics.get("openblas"):
         parts.append("OpenBLAS " + "/".join(numerics["openblas"]))
-    return ("on the machine that built the miniature (its numerics.json: " + ", ".join(parts or ["no kernels recorded"])
-            + "), not necessarily this notebook's")
+    return ("measured on the machine that built the miniature (its numerics.json: "
+            + ", ".join(parts or ["no kernels recorded"]) + "), not necessarily this notebook's")
 
-HERE = "where this run's miniature build ran (the cache's)"
+HERE = "measured where this run's miniature build ran (the cache's)"
 
 
 def build_rows(build_s: dict, shipped, shipped_on: str) -> list[dict]:

@@ -71,7 +71,7 @@ def frame_walkthrough(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tenso
 
 
 def miniature_origin(build_s: dict, preset: str, build_seed: int, cache: str, shipped: list[str] = (),
-                     built_on: str = "on the machine that built the miniature") -> str:
+                     built_on: str = "measured on the machine that built the miniature") -> str:
     """Notebook 00's sentence on where the miniature came from and how long its build took. build_s: seconds per
     build step ({"speech", "codec", "model"}: `Mini.history["build_s"]`, None for a step built before timing);
     shipped: the steps copied from the trained miniature committed with the repository (`Mini.history["shipped"]`);
@@ -83,9 +83,9 @@ def miniature_origin(build_s: dict, preset: str, build_seed: int, cache: str, sh
             if timed else "not timed (built before build times were recorded)")
     untimed = [k for k, v in build_s.items() if v is None]
     here = [k for k in build_s if k not in shipped]
+    here_on = "measured on the machine that ran this run's build step"
     where = "; ".join(part for part in (f"{' and '.join(shipped)} {built_on}" if shipped else "",
-                                        f"{', '.join(here)} on the machine that ran this run's build step" if here
-                                        else "") if part)
+                                        f"{', '.join(here)} {here_on}" if here else "") if part)
     origin = (f" The {' and '.join(shipped)} steps were trained by `make mini` and ship with the repository "
               "(`mini_trained`): they were copied because their keys, which hash every build parameter and the "
               "speech's content, are the ones this code builds; their times below are that build's."
