@@ -21,7 +21,7 @@ from helpers.report.paper_figures import paper_figure4
 from helpers.report.figure_record import mark
 from helpers.report.plots import powers_of_two, readable_ticks
 from helpers.report.projection import (PAPER_N, ceiling_provenance, fastest_exact_ar, inexact_note, is_exact,
-                                       projection_at, projection_sentence)
+                                       projection_at, projection_sentence, speedups)
 from helpers.report.tables import markdown
 
 PAPER_DEVICE_NAMES = {"iphone_17_pro_max": "iPhone 17 Pro Max (ANE, W8A16)", "macbook_m3_pro": "MacBook M3 Pro (ANE, W8A16)",
@@ -55,9 +55,9 @@ def projected(grid: dict, tokens_per_step: dict[int, float] | None = None) -> di
         for n, r in d["by_n"].items():
             n = int(n)
             paper, mini = paper_tokens_per_step(n), (tokens_per_step or {}).get(n)
-            rows[n] = {**r, "paper_speedup": paper / (1 + r["overhead"]) if paper else None,
-                       "mini_speedup": mini / (1 + r["overhead"]) if mini else None,
-                       "paper_vs_fastest_ar": paper * fastest_ar / r["call_ms"] if paper else None}
+            on_paper = speedups(paper, r, fastest_ar) if paper else (None, None)
+            rows[n] = {**r, "paper_speedup": on_paper[0], "paper_vs_fastest_ar": on_paper[1],
+                       "mini_speedup": speedups(mini, r, fastest_ar)[0] if mini else None}
         key = "paper_speedup" if any(r["paper_speedup"] for r in rows.values()) else "mini_speedup"
         best = _argmax(rows, key)
         out[name] = {"ar_ms": d["ar_ms"], "exact": is_exact(name), "by_n": rows, "best_n": best, "best_by": key,
