@@ -1,8 +1,10 @@
-"""The adapter reproduces the official code predictor; a tree call equals sequential calls."""
+"""The adapter reproduces the official code predictor; its one decoder stack equals the oracle (the stack written
+over the official modules, `oracle.py`); a tree call equals sequential calls."""
 
 import pytest
 import torch
 
+import oracle
 from conftest import SPECS, frame_inputs
 from helpers.method.predictor import CodePredictor, causal_mask
 from helpers.adapter.tiny import build_tiny_talker
@@ -21,6 +23,21 @@ def test_teacher_forced_logits_match_official_forward(tiny):
         official, _ = talker.forward_sub_talker_finetune(codes, g)
     # The official path rounds RMSNorm/softmax to float32; ours stays float64.
     assert torch.allclose(ours, official, rtol=0, atol=1e-6 * float(official.abs().max()))
+
+
+@pytest.mark.parametrize("prenorm", [False, True])
+def test_stack_equals_oracle_on_a_tree_query(tiny, prenorm):
+    spec, _, cp = tiny
+    g, c0 = frame_inputs(spec, 2, seed=3)
+    cache, ref_cache = cp.new_cache(2), cp.new_cache(2)
+    assert (cp.prefill(cache, g, c0, prenorm) - oracle.prefill(cp, ref_cache, g, c0, prenorm)).abs().max() < 1e-9
+    tree = SparseTree([(0,), (1,), (0, 0), (0, 1), (0, 0, 0)])
+    tokens = torch.randint(0, spec.vocab_size, (2, tree.size + 1), generator=torch.Generator().manual_seed(3))
+    x = cp.embed(tokens, [2 + d for d in tree.depth.tolist()])
+    ours = cp.forward_query(cache, x, tree.mask, tree.depth, prenorm)
+    ref = oracle.query(cp, ref_cache, x, tree.mask, tree.depth, prenorm)
+    for a, b in zip(ours, ref):                                   # hidden, k_new, v_new
+        assert a.shape == b.shape and (a - b).abs().max() < 1e-9
 
 
 def _sequential_logits(cp, g, c0, tokens, positions):

@@ -1,8 +1,9 @@
 """The fused verify call (with every node's drafts, as exported) equals the step-by-step path (float64): logits,
 new K/V and drafts.
 
-The step-by-step path is `CodePredictor.run` one token at a time (the AR model), its tree call for the
-new K/V, and `Drafter.draft_logits` + top-m from each node's hidden state for the drafts. Trees: full
+The step-by-step path is the tests' oracle (`oracle.py`: the decoder stack over the official modules) one token at
+a time (the AR model), its tree call for the new K/V, and `Drafter.draft_logits` + top-m from each node's hidden
+state for the drafts. Trees: full
 top-2, a hand-made sparse one, a greedy N = 16; root positions early, middle and near the frame's end,
 where the full-tree module runs with clamped (ignored) nodes and the pruned module drops them.
 """
@@ -10,6 +11,7 @@ where the full-tree module runs with clamped (ignored) nodes and the pruned modu
 import pytest
 import torch
 
+import oracle
 from conftest import frame_inputs
 from drafting import TABLE, random_drafters
 from helpers.method.calibration import greedy_tree
@@ -28,9 +30,9 @@ TOL = 1e-9
 
 def _committed_cache(cp, g, c0, committed):
     cache = cp.new_cache(1)
-    cp.prefill(cache, g, c0)
+    oracle.prefill(cp, cache, g, c0)
     for i, tok in enumerate(committed, start=1):
-        _, k, v = cp.forward_query(cache, cp.embed(torch.tensor([[tok]]), [i]), causal_mask(1))
+        _, k, v = oracle.query(cp, cache, cp.embed(torch.tensor([[tok]]), [i]), causal_mask(1))
         cache.commit(k, v)
     return cache
 
@@ -38,14 +40,14 @@ def _committed_cache(cp, g, c0, committed):
 def _sequential_hidden(cp, cache, tree, tokens, t, live):
     """Pre-norm state of every live query token, feeding its path one token per call (each node extends
     its parent's cache by one call). tokens: the query [root, nodes...] as ints -> {query index: r [1, H]}
-    (h = cp.final_norm(r))."""
+    (h = oracle.final_norm(cp, r))."""
     caches, hidden = {}, {}
     for qi in live:
         parent = int(tree.parent[qi])
         base = cache if parent < 0 else caches[parent]
         c = KVCache(base.k.clone(), base.v.clone(), base.length)
-        h, k, v = cp.forward_query(c, cp.embed(torch.tensor([[tokens[qi]]]), [t + int(tree.depth[qi])]), causal_mask(1),
-                                   prenorm=True)
+        h, k, v = oracle.query(cp, c, cp.embed(torch.tensor([[tokens[qi]]]), [t + int(tree.depth[qi])]),
+                               causal_mask(1), prenorm=True)
         c.commit(k, v)
         caches[qi], hidden[qi] = c, h[:, 0]
     return hidden
@@ -80,7 +82,7 @@ def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned
 
     # new K/V: the step-by-step module's tree call (itself equal to sequential calls, test_code_predictor)
     depth = tree.depth.tolist()
-    _, k_ref, v_ref = cp.forward_query(cache, cp.embed(query, [min(t + d, 15) for d in depth]), tree.mask, tree.depth)
+    _, k_ref, v_ref = oracle.query(cp, cache, cp.embed(query, [min(t + d, 15) for d in depth]), tree.mask, tree.depth)
     live = [i for i, d in enumerate(depth) if t + d <= cp.num_codes - 1]               # nodes the walk may use
     assert (k_new[:, :, :, live] - k_ref[:, :, :, live]).abs().max() < TOL
     assert (v_new[:, :, :, live] - v_ref[:, :, :, live]).abs().max() < TOL
@@ -88,7 +90,7 @@ def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned
     hidden = _sequential_hidden(cp, cache, tree, [root] + nodes, t, live)
     for qi in live:
         r = hidden[qi]
-        h = cp.final_norm(r)
+        h = oracle.final_norm(cp, r)
         out_pos = t + depth[qi] + 1                                                     # the code h produces
         ref = cp.logits(h[:, None], [out_pos])[0, 0]
         assert (logits[0, qi] - ref).abs().max() < TOL, f"node {qi}"
@@ -106,13 +108,13 @@ def test_ar_call_and_prefill_equal_step_by_step(tiny):
     g, c0 = frame_inputs(spec, 3, seed=4)
     cache = cp.new_cache(3)
     logits, k, v, h1 = step.core.prefill(g, c0, cache.k.clone(), cache.v.clone())
-    h_ref = cp.prefill(cache, g, c0)
+    h_ref = oracle.prefill(cp, cache, g, c0)
     assert (h1 - h_ref).abs().max() < TOL and (logits - cp.logits(h_ref[:, None], [1])[:, 0]).abs().max() < TOL
     assert (k - cache.k[:, :, :, :2]).abs().max() < TOL
     tokens = torch.randint(0, spec.vocab_size, (3, 14), generator=torch.Generator().manual_seed(4))
     for t in range(1, 15):
         logits, k, v = step(tokens[:, t - 1:t], cache.k, cache.v, torch.tensor([t]))
-        hidden, k_ref, v_ref = cp.forward_query(cache, cp.embed(tokens[:, t - 1:t], [t]), causal_mask(1))
+        hidden, k_ref, v_ref = oracle.query(cp, cache, cp.embed(tokens[:, t - 1:t], [t]), causal_mask(1))
         assert (logits[:, 0] - cp.logits(hidden, [t + 1])[:, 0]).abs().max() < TOL
         assert (k - k_ref).abs().max() < TOL and (v - v_ref).abs().max() < TOL
         cache.commit(k_ref, v_ref)
@@ -125,11 +127,11 @@ def test_prefill_drafts_and_refresh(tiny):
     u = torch.rand(cp.num_codes, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     for kind in ("offsets", "offsets_prenorm"):            # round 1 drafts from h_1, or r_1 (before the final norm)
         drafter = random_drafters(cp, seed=1)[kind]
-        h1 = cp.prefill(cp.new_cache(1), g, c0, prenorm=drafter.prenorm)
+        h1 = oracle.prefill(cp, cp.new_cache(1), g, c0, prenorm=drafter.prenorm)
         cache = cp.new_cache(1)
         logits, _, _, h1_fused = core.prefill(g, c0, cache.k, cache.v, prenorm=drafter.prenorm)
         assert (h1_fused - h1).abs().max() < TOL
-        assert (logits - cp.logits(cp.prefill(cp.new_cache(1), g, c0)[:, None], [1])[:, 0]).abs().max() < TOL
+        assert (logits - cp.logits(oracle.prefill(cp, cp.new_cache(1), g, c0)[:, None], [1])[:, 0]).abs().max() < TOL
         ref = drafter.draft_logits(h1, 1, 3)[0].topk(2, dim=-1).indices
         tree = TREES["full2x3"]
         prefill = Prefill(core, SamplerConfig(), Drafts(core, drafter, 3, 2), TreeIndex(tree, cp.device))

@@ -68,7 +68,7 @@ def test_acceptance_check_fails_on_a_wrong_distribution():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_walkthrough_of_prenorm_offsets_equals_the_decoder(toy, seed):
-    """The reference rounds (pre-norm states of the reference stack) give the fused decoder's drafts and codes
+    """The reference rounds (pre-norm states of `CodePredictor` calls) give the fused decoder's drafts and codes
     (toy_walkthrough raises otherwise) for offsets added before the final norm."""
     from helpers.method.decoding import SpeculativeDecoder
     from helpers.method.drafters import PreNormOffsets

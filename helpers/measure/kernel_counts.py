@@ -44,7 +44,7 @@ def kernel_counts(predictor: CodePredictor, drafter: Drafter, trees: dict[int, S
     s.start(predictor, g[:1], c0[:1], u[:1])
     out["prefill"] = _count(lambda: ar.prefill(g[:1], c0[:1], s.k, s.v, s.u, s.codes)).kernels
     token = torch.zeros(1, 1, dtype=torch.long, device=predictor.device)
-    out["ar_step"] = _count(lambda: ar.call(token, s.k, s.v, s.ts[1], s.u, s.codes)).kernels
+    out["ar_step"] = _count(lambda: ar.step(token, s.k, s.v, s.ts[1], s.u, s.codes)).kernels
     decoders = {"ar_eager": ARDecoder(predictor), "ar_frame": CompiledAR(predictor, sampler, "none")}
     for n, tree in trees.items():
         frame = FrameSpeculative(predictor, drafter, tree, sampler, "none", first=first.get(n, 6))

@@ -5,11 +5,12 @@ uniforms they return the same codes; only the number of calls differs. Both run 
 `helpers.method.fused` (the AR loop at q = 1, the speculative rounds at q = N + 1), so a speed comparison between
 them compares the calls, not two implementations.
 
-- `ARDecoder`: the reference AR loop (eager, any kernel, any batch); `decode_frame_ar` runs one on a fresh one.
+- `ARDecoder`: the reference AR loop (`helpers.method.round.ARFrame`, eager, any kernel, any batch);
+  `decode_frame_ar` runs one on a fresh one.
 - `SpeculativeDecoder`: a prefill, then one `helpers.method.round.Round` per round; `compile` runs the very same
   modules eagerly ("none"), compiled by inductor, or captured as CUDA graphs (`helpers.method.compiler`). The host
   reads one integer a round (the next root position, to pick the next pruned tree's module).
-- `CompiledAR`: the AR loop over the same modules (`Prefill`, `ARStep`), which reads nothing until the frame ends;
+- `CompiledAR`: the same AR loop compiled or captured, which reads nothing until the frame ends;
   `CompiledSpeculative`: `SpeculativeDecoder` compiled by default.
 """
 
@@ -23,9 +24,9 @@ from helpers.method.clock import no_clock
 from helpers.method.compiler import CallCompiler
 from helpers.method.drafters import Drafter
 from helpers.method.fused import FusedCore, FusedStep
-from helpers.method.predictor import CodePredictor, commit_kv
+from helpers.method.predictor import CodePredictor
 from helpers.method.round import ARFrame, ARStep, Prefill, Round, check_device_drafter
-from helpers.method.sampling import SamplerConfig, sample, target_probs
+from helpers.method.sampling import SamplerConfig
 from helpers.method.tree import SparseTree
 
 
@@ -79,19 +80,26 @@ def decoder_core(predictor: CodePredictor, max_depth: int, core: FusedCore | Non
 
 
 class ARDecoder:
-    """The reference AR loop over a fused core: prefill [g, c0], then one AR call (fused module at q = 1) per code.
+    """The reference AR loop, eager, any kernel, any batch: the one AR loop (`ARFrame`: prefill [g, c0], then one AR
+    call, the fused module at q = 1, per code) run on fresh buffers of the frames' batch.
 
-    Build it once and call `decode_frame` per frame: its core (weight copies, `FusedCore`) and AR call are built here;
-    core: one to share with other decoders of `predictor` (`decoder_core`). The core refreshes at every frame if the
-    official weights changed."""
+    Build it once and call `decode_frame` per frame: its core (weight copies, `FusedCore`) is built here, the loop's
+    modules once per sampler; core: one to share with other decoders of `predictor` (`decoder_core`). The core
+    refreshes at every frame if the official weights changed."""
 
     def __init__(self, predictor: CodePredictor, core: FusedCore | None = None):
         self.predictor = predictor
         self.core = decoder_core(predictor, 0, core)
         self.step = FusedStep(self.core, None)
-        device = predictor.device                  # the cache slots each call commits: [g, c0], then c_t at t + 1
-        self.slots = [torch.arange(2, device=device)] + [torch.tensor([t + 1], device=device)
-                                                         for t in range(1, predictor.num_codes)]
+        self.frames: dict[SamplerConfig, ARFrame] = {}
+
+    def frame(self, sampler: SamplerConfig) -> ARFrame:
+        """The AR loop of `sampler` over this decoder's core and AR call (built on first use)."""
+        if sampler not in self.frames:
+            p = self.predictor
+            self.frames[sampler] = ARFrame(Prefill(self.core, sampler), ARStep(self.step, sampler), p.num_codes,
+                                           p.device)
+        return self.frames[sampler]
 
     @torch.no_grad()
     def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig, u: torch.Tensor,
@@ -99,23 +107,13 @@ class ARDecoder:
         """c1..c15 of a batch of frames, one call per code. g [B, H], c0 [B], u [B, 15].
 
         clock: a `helpers.method.clock.PhaseClock` to tell where each phase of the frame ends (profiling)."""
-        predictor, core, step = self.predictor, self.core, self.step
-        _check_frame_inputs(predictor, g, c0, u)
-        core.refresh()
-        cache = predictor.new_cache(g.shape[0])
-        logits, k, v, _ = core.prefill(g, c0, cache.k, cache.v)
-        commit_kv(cache.k, cache.v, self.slots[0], k, v)
-        codes = [sample(target_probs(logits, sampler), u[:, 0])]
-        clock("prefill")
-        for t in range(1, predictor.num_codes):
-            logits, k, v = step.call_at(codes[-1][:, None], cache.k, cache.v, t, clock)
-            clock("heads")
-            if t + 1 < predictor.num_codes:
-                commit_kv(cache.k, cache.v, self.slots[t], k, v)
-            clock("commit")
-            codes.append(sample(target_probs(logits[:, 0], sampler), u[:, t]))
-            clock("sample")
-        return FrameResult(torch.stack(codes, dim=1), calls=predictor.num_codes, reads=0)
+        p = self.predictor
+        _check_frame_inputs(p, g, c0, u)
+        self.core.refresh()
+        cache = p.new_cache(g.shape[0])
+        codes = torch.zeros(g.shape[0], p.num_codes + 1, dtype=torch.long, device=p.device)
+        self.frame(sampler)(g, c0, cache.k, cache.v, u, codes, clock)
+        return FrameResult(codes[:, :p.num_codes], calls=p.num_codes, reads=0)
 
 
 def decode_frame_ar(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig,
@@ -256,7 +254,8 @@ class CompiledAR:
     """The AR loop over the round's modules: decode_frame(g [1, H], c0 [1], u [1, 15]) -> FrameResult (15 calls).
 
     frame True (default): the whole frame is one module (`ARFrame`: one graph, one host call a frame, the step
-    compiled once); False: `Prefill`, then one `ARStep` module for every t (15 host calls a frame). The host
+    compiled once); False: the same `ARFrame` loop run from the host over the compiled `Prefill` and `ARStep`
+    (`prefill`, `step`: 15 host calls a frame). The host
     reads nothing until the frame ends. compile: "none" | "inductor" | "cuda_graph"; compile_seconds: time of the
     first calls (compile / capture)."""
 
@@ -273,8 +272,9 @@ class CompiledAR:
             kernels = self.compiler.kernels
             self.call = self.compiler.capture(ARFrame(kernels(prefill), kernels(step), predictor.num_codes,
                                                       predictor.device), buffers)
-        else:
-            self.prefill, self.call = self.compiler(prefill, buffers), self.compiler(step, buffers)
+        else:                                       # the same loop run from the host over the compiled modules
+            self.prefill, self.step = self.compiler(prefill, buffers), self.compiler(step, buffers)
+            self.call = ARFrame(self.prefill, self.step, predictor.num_codes, predictor.device)
 
     @property
     def compile_seconds(self) -> float:
@@ -285,13 +285,6 @@ class CompiledAR:
         p, s = self.predictor, self.state
         self.core.refresh()
         s.start(p, g, c0, u)
-        if self.frame:
-            self.call(g, c0, s.k, s.v, s.u, s.codes)
-            clock("call")
-        else:
-            token = self.prefill(g, c0, s.k, s.v, s.u, s.codes)
-            clock("prefill")
-            for t in range(1, p.num_codes):
-                token = self.call(token, s.k, s.v, s.ts[t], s.u, s.codes)
-                clock("call")
+        self.call(g, c0, s.k, s.v, s.u, s.codes)
+        clock("call")
         return FrameResult(s.codes[:p.num_codes].clone()[None], calls=p.num_codes, reads=0)

@@ -1,16 +1,14 @@
-"""The Qwen3-TTS code predictor as one explicit call over a static KV cache: the reference decoder stack.
+"""The Qwen3-TTS code predictor as one explicit call over a static KV cache.
 
-This is the readable reference of the computation: the fused call the decoders run (`helpers.method.fused`)
-computes the same thing with re-laid-out weights, and the tests check it against this stack (tree-call
-logits equal sequential-call logits; fused logits equal these). Teacher forcing (`teacher_forced_hidden`)
-and the ideal drafter (`helpers.method.ceiling`) use it directly.
-
-`CodePredictor` wraps the official `Qwen3TTSTalkerCodePredictorModelForConditionalGeneration`
-(and the talker's codec embedding, which embeds `c0`) and runs its layers itself, so that a call
-can take any query: per-token code positions (table and RoPE position), an additive mask over
-`[cache slots, query]`, and a cache passed in and out explicitly. The weights stay the official
-modules' weights; nothing is copied, unless
-`from_talker` is asked for another dtype or device.
+`CodePredictor` wraps the official `Qwen3TTSTalkerCodePredictorModelForConditionalGeneration` (and the talker's
+codec embedding, which embeds `c0`) so that a call can take any query: per-token code positions (table and RoPE
+position), an additive mask over `[cache slots, query]`, and a cache passed in and out explicitly. Its calls run the
+one decoder stack of the project (`stack`: `helpers.method.fused.core.FusedCore.layers`, the stack the decoders'
+fused calls run) over copies of the official weights laid out once; the official modules are never changed, and
+are copied to another dtype or device only where `from_talker` is asked to. Teacher forcing
+(`teacher_forced_hidden`), the ideal drafter (`helpers.method.ceiling`) and the walkthrough call it at any
+positions; the tests set it against the official forward and against a reference stack over the official modules
+(`tests/oracle.py`).
 
 Conventions (docs/method.md). Code position `i` means the code `c_i` of the frame:
 - its input embedding is table `i` (`E0` = talker codec embedding, `Ei` = `codec_embedding[i-1]`);
@@ -40,11 +38,6 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     y = x.to(acc)
     y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + eps)
     return weight * y.to(x.dtype)
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 def runs(values: Sequence[int]) -> list[tuple[int, int, int]]:
@@ -115,6 +108,7 @@ class CodePredictor(nn.Module):
         self.max_query = max_query
         check_kernel(kernel, self.dtype, self.device)
         self.kernel = kernel
+        self._stack: dict = {}                              # the decoder stack, `stack` (a dict: not a submodule)
         if any(t != "full_attention" for t in config.layer_types) and (
                 config.sliding_window or 0) < self.slots + max_query:
             raise ValueError(f"sliding-window layers with window {config.sliding_window} are not supported; "
@@ -183,9 +177,21 @@ class CodePredictor(nn.Module):
                                  f"allowed 0..{vocab - 1}")
 
     # ------------------------------------------------------------------ the call
+    @property
+    def stack(self):
+        """The decoder stack every call of this predictor runs: a dense `helpers.method.fused.core.FusedCore` over
+        its weights (copies laid out once), built on first use and refreshed when the official weights change. The
+        decoders run the same stack (`FusedCore.layers`), so there is one."""
+        if "dense" not in self._stack:
+            from helpers.method.fused.core import FusedCore            # a core is built over a predictor
+            self._stack["dense"] = FusedCore(self, max_depth=0, kernel="dense")
+        core = self._stack["dense"]
+        core.refresh()
+        return core
+
     def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
                 k_cache: torch.Tensor, v_cache: torch.Tensor, prenorm: bool = False):
-        """One call of the decoder stack.
+        """One call of the decoder stack (`stack.layers`) at any positions.
 
         x: [B, q, H_talker] input embeddings (or talker hidden state for slot 0)
         positions: [q] RoPE positions; mask: [q, S + q] additive, over (cache slots, query)
@@ -193,43 +199,19 @@ class CodePredictor(nn.Module):
         returns hidden [B, q, H] (h, after the final norm; prenorm: r, the last layer's output before it,
         h = final_norm(r)), k_new, v_new [L, B, kv, q, d]
         """
-        batch, q, _ = x.shape
+        q = x.shape[1]
         if q > self.max_query:
             raise ValueError(f"query of {q} tokens is longer than this predictor's max_query={self.max_query}; "
                              f"build CodePredictor with max_query >= {q}")
-        h = self.official.small_to_mtp_projection(x)
-        cos, sin = self.official.model.rotary_emb(h, positions[None])
-        cos, sin = cos[:, None], sin[:, None]                     # [1, 1, q, d]
-        groups = self.num_heads // self.num_kv_heads
-        k_out, v_out = [], []
-        for li, layer in enumerate(self.layers):
-            attn = layer.self_attn
-            eps = attn.q_norm.variance_epsilon
-            a = rms_norm(h, layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon)
-            qs = rms_norm(attn.q_proj(a).view(batch, q, self.num_heads, self.head_dim), attn.q_norm.weight, eps)
-            ks = rms_norm(attn.k_proj(a).view(batch, q, self.num_kv_heads, self.head_dim), attn.k_norm.weight, eps)
-            vs = attn.v_proj(a).view(batch, q, self.num_kv_heads, self.head_dim).transpose(1, 2)
-            qs, ks = qs.transpose(1, 2), ks.transpose(1, 2)          # [B, heads, q, d]
-            qs = qs * cos + rotate_half(qs) * sin
-            ks = ks * cos + rotate_half(ks) * sin
-            k_out.append(ks)
-            v_out.append(vs)
-            keys = torch.cat((k_cache[li], ks), dim=2)               # [B, kv, S + q, d]
-            values = torch.cat((v_cache[li], vs), dim=2)
-            qg = qs.reshape(batch, self.num_kv_heads, groups, q, self.head_dim)
-            scores = torch.matmul(qg, keys[:, :, None].transpose(-1, -2)) * attn.scaling + mask
-            probs = torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32))
-            o = torch.matmul(probs.to(values.dtype), values[:, :, None])   # [B, kv, g, q, d]
-            o = o.reshape(batch, self.num_heads, q, self.head_dim).transpose(1, 2).reshape(batch, q, -1)
-            h = h + attn.o_proj(o)
-            h = h + layer.mlp(rms_norm(h, layer.post_attention_layernorm.weight,
-                                       layer.post_attention_layernorm.variance_epsilon))
-        return h if prenorm else self.final_norm(h), torch.stack(k_out), torch.stack(v_out)
+        cos, sin = self.official.model.rotary_emb(torch.zeros((), dtype=self.dtype, device=self.device),
+                                                  positions[None])
+        half = self.head_dim // 2
+        sin = torch.cat((-sin[..., :half], sin[..., half:]), -1)                   # sign-folded, as the stack takes it
+        return self.stack.layers(x, cos[0][:, None], sin[0][:, None], mask, k_cache, v_cache, prenorm)
 
     def final_norm(self, r: torch.Tensor) -> torch.Tensor:
         """The stack's final RMSNorm: pre-norm residual r [..., H] -> hidden state h [..., H] the heads read."""
-        norm = self.official.model.norm
-        return rms_norm(r, norm.weight, norm.variance_epsilon)
+        return self.stack.final_norm(r)
 
     # ------------------------------------------------------------------ host helpers
     def attention_mask(self, cache_length: int, query_mask: torch.Tensor) -> torch.Tensor:
@@ -239,7 +221,7 @@ class CodePredictor(nn.Module):
         visible[:, :cache_length] = True
         visible[:, self.slots:] = query_mask.to(self.device)
         return torch.zeros(visible.shape, dtype=self.dtype, device=self.device).masked_fill(
-            ~visible, torch.finfo(self.dtype).min)
+            ~visible, self.stack.mask_min)
 
     def forward_query(self, cache: KVCache, x: torch.Tensor, query_mask: torch.Tensor,
                       depth: torch.Tensor | None = None, prenorm: bool = False):

@@ -110,10 +110,11 @@ def check_device_drafter(drafter: Drafter) -> None:
 
 
 class Prefill(nn.Module):
-    """Open a frame: [g, E0(c0)] into slots 0-1, c1 sampled with u[0] into codes[0]; with `drafts`, round 1's query.
+    """Open a frame: [g, E0(c0)] into slots 0-1, c1 sampled with u[..., 0] into codes[..., 0]; with `drafts`, round
+    1's query.
 
-    forward(g [1, Ht], c0 [1], k, v, u [15], codes [15]) -> (query [1, q], candidates [D, m]); without drafts, c1
-    alone [1, 1] (the AR loop's first token)."""
+    forward(g [B, Ht], c0 [B], k, v, u [B, 15] or [15], codes [B, 15 + 1] or [15 + 1]) -> c1 [B, 1] (the AR loop's
+    first token); with `drafts` (B = 1): (query [1, q], candidates [D, m])."""
 
     def __init__(self, core: FusedCore, sampler: SamplerConfig, drafts: Drafts | None = None,
                  index: TreeIndex | None = None):
@@ -127,8 +128,8 @@ class Prefill(nn.Module):
         prenorm = self.drafts is not None and self.drafts.drafter.prenorm
         logits, k_new, v_new, state = self.core.prefill(g, c0, k, v, prenorm)          # state: h_1, or r_1
         commit_kv(k, v, self.slots, k_new, v_new)
-        c1 = sample(target_probs(logits, self.sampler), u[:1])                           # [1]
-        codes[:1] = c1
+        c1 = sample(target_probs(logits, self.sampler), u[..., 0].reshape(-1))          # [B]
+        codes[..., :1] = c1.view(codes.shape[:-1] + (1,))
         if self.drafts is None:
             return c1[:, None]
         cand = self.drafts(state, self.one)
@@ -136,9 +137,11 @@ class Prefill(nn.Module):
 
 
 class ARStep(nn.Module):
-    """The plain call at root position t: c_t in, KV slot t + 1 written, c_{t+1} sampled with u[t] into codes[t].
+    """The plain call at root position t: c_t in, KV slot t + 1 written, c_{t+1} sampled with u[..., t] into
+    codes[..., t].
 
-    forward(token [1, 1], k, v, t [1], u [15], codes [15 + 1]) -> c_{t+1} [1, 1]: one module (one graph) for every t."""
+    forward(token [B, 1], k, v [L, B, kv, S, d], t [1], u [B, 15] or [15], codes [B, 15 + 1] or [15 + 1]) -> c_{t+1}
+    [B, 1]: one module (one graph) for every t; clock: told where the phases end (`helpers.method.clock.AR_PHASES`)."""
 
     def __init__(self, step: FusedStep, sampler: SamplerConfig):
         super().__init__()
@@ -153,27 +156,31 @@ class ARStep(nn.Module):
         logits, k_new, v_new = self.step(token, k, v, t, clock)[:3]
         _mark(clock, "heads")
         commit_kv(k, v, t + 1, k_new, v_new)
-        c = sample(target_probs(logits[:, 0], self.sampler), u.index_select(0, t))       # [1]
-        codes.index_copy_(0, t, c)
+        _mark(clock, "commit")
+        c = sample(target_probs(logits[:, 0], self.sampler), u.index_select(-1, t).reshape(-1))   # [B]
+        codes.index_copy_(-1, t, c.view(codes.shape[:-1] + (1,)))
         _mark(clock, "sample")
         return c[:, None]
 
 
 class ARFrame(nn.Module):
-    """A whole AR frame as one module (one graph when captured): `Prefill`, then `ARStep` at t = 1..14, each given
-    its position as a device tensor made once (no host data in the graph). forward(g [1, Ht], c0 [1], k, v, u [15],
-    codes [15 + 1]) -> c15 [1, 1]; the codes in `codes`. prefill, step: the modules, or their compiled versions
-    (one compiled step serves every t)."""
+    """A whole AR frame, the one AR loop: `Prefill`, then `ARStep` at t = 1..14, each given its position as a
+    device tensor made once (no host data in the loop, so captured it is one graph). forward(g [B, Ht], c0 [B], k, v,
+    u [B, 15] or [15], codes [B, 15 + 1] or [15 + 1], clock=None) -> c15 [B, 1]; the codes in `codes`. prefill, step:
+    the modules (eager: `ARDecoder`, which passes a clock), or their compiled versions (one compiled step serves every
+    t; no clock)."""
 
     def __init__(self, prefill: nn.Module, step: nn.Module, num_codes: int, device: torch.device):
         super().__init__()
         self.prefill, self.step, self.num_codes = prefill, step, num_codes
         self.positions = [torch.full((1,), t, device=device) for t in range(num_codes)]   # t [1] each, on the device
 
-    def forward(self, g, c0, k, v, u, codes):
-        token = self.prefill(g, c0, k, v, u, codes)
+    def forward(self, g, c0, k, v, u, codes, clock=None):
+        phases = {} if clock is None else {"clock": clock}
+        token = self.prefill(g, c0, k, v, u, codes, **phases)
+        _mark(clock, "prefill")
         for t in range(1, self.num_codes):
-            token = self.step(token, k, v, self.positions[t], u, codes)
+            token = self.step(token, k, v, self.positions[t], u, codes, **phases)
         return token
 
 

@@ -54,7 +54,7 @@ def _draw(p: torch.Tensor, u: float, drawn: int) -> dict:
 
 @torch.no_grad()
 def toy_walkthrough(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> dict:
-    """Every round of one frame, recomputed with the reference stack. g [1, H], c0 [1], u [1, n].
+    """Every round of one frame, recomputed with `CodePredictor` calls. g [1, H], c0 [1], u [1, n].
 
     Returns {"u", "c1", "rounds", "codes", "ar_codes", "accepted"}; each round: t, cache length, drafts [D][m],
     nodes (query index, path, code position, token, uniform column, draw), walk, accepted, committed codes and

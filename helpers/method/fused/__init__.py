@@ -23,8 +23,8 @@ Near the frame's end (root at `t`, nodes deeper than `14 - t`) a module built on
 clamped table/head indices; those nodes' outputs are meaningless. The decoders use one module per distinct pruned
 tree, which saves their compute; either way the committed codes are the AR codes.
 
-This is the deployed decoder stack; its reference is `helpers.method.predictor.CodePredictor` (the same
-computation over the official modules as they are), and the tests check the two agree.
+This is the project's one decoder stack: `CodePredictor`'s calls at any query run it too (dense kernel). The tests
+set it against the official forward and against an oracle written over the official modules as they are.
 
 `FusedCore` (`core.py`) holds what the step modules share: copies of the official weights laid out for few, cheap
 ops (stacked tables; heads and projections transposed to [in, out], q/k/v and gate/up each stacked into one matrix;

@@ -8,13 +8,12 @@ from torch import nn
 import torch.nn.functional as F
 
 from helpers.method.kernels import apply, make_linear
-from helpers.method.predictor import CodePredictor
 
 
 def rms_norm_one_kernel(x: torch.Tensor, weight2: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm as one `layer_norm` kernel: [x, -x] has mean 0 and variance mean(x^2), so the first half of its
     layer norm is x / sqrt(mean(x^2) + eps). x [..., H], weight2 = [weight, 0] [2H] -> [..., H] (a view).
-    The reference formula (`predictor.rms_norm`) to ~1 ulp; on CPU one kernel instead of several (~3-6 us a norm)."""
+    `helpers.method.predictor.rms_norm` to ~1 ulp; on CPU one kernel instead of several (~3-6 us a norm)."""
     width = x.shape[-1]
     return F.layer_norm(torch.cat((x, -x), -1), (2 * width,), weight2, None, eps)[..., :width]
 
@@ -26,21 +25,22 @@ def _padded(weight: torch.Tensor) -> torch.Tensor:
 
 
 class FusedCore(nn.Module):
-    """Shared weights and tables of the fused calls of one `CodePredictor` (all buffers, no new parameters).
+    """Shared weights and tables of the fused calls of one `helpers.method.predictor.CodePredictor` (all buffers, no
+    new parameters; the predictor is read by attribute, so that it can run this stack without an import circle).
 
     positions: RoPE tables cover positions 0..slots + max_depth + 1 (a root at c_14 plus K deeper nodes).
-    kernel: the predictor's (`CodePredictor.kernel`): the projections and `head_linears` laid out for it
+    kernel: default the predictor's (`CodePredictor.kernel`): the projections and `head_linears` laid out for it
     (`helpers.method.kernels`); `heads` stays dense [15 + 2 Dmax, H, V] for the gathered (traced) call.
     """
 
-    def __init__(self, predictor: CodePredictor, max_depth: int = 3):
+    def __init__(self, predictor: nn.Module, max_depth: int = 3, kernel: str | None = None):
         super().__init__()
         self.predictor = predictor
         p = predictor
         self.num_codes, self.slots, self.vocab = p.num_codes, p.slots, p.vocab_size
         self.num_layers, self.nh, self.nkv, self.hd = len(p.layers), p.num_heads, p.num_kv_heads, p.head_dim
         self.max_depth = max_depth
-        self.kernel = predictor.kernel
+        self.kernel = kernel or predictor.kernel
         self.eps = p.layers[0].self_attn.q_norm.variance_epsilon
         if getattr(p.config, "attention_bias", False):
             raise ValueError("the fused call supports attention_bias=False (as Qwen3-TTS), this model has biases")
