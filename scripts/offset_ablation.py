@@ -1,13 +1,15 @@
 """Where the offsets enter (issue 14 item 4), on a run's cached stages: after the final norm or before it.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/offset_ablation.py [--params params/mini.yaml] [--evaluate]
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/offset_ablation.py [--params params/mini.yaml] [-p KEY=VALUE] [--evaluate]
 
 Builds (or loads) the run's drafters and calibration stages (`helpers.experiment.stages`; the same artifacts
 `make run` uses) and prints, per drafter: added parameters, teacher-forced validation top-1 per depth, the
 calibration set's expected tokens/step at N = tree_size, and the main drafter chosen from it
 (`stages.main_drafter_choice`). --evaluate also runs the evaluation stage (free-running AR and speculative
 synthesis of every evaluation utterance, minutes on the miniature) and prints the measured tokens/step there.
-Writes the numbers as JSON to <run_dir>/offset_ablation.json.
+-p overrides a parameter as `python -m helpers` does (e.g. cache_dir=, output_dir=). Writes the numbers as JSON to
+<run_dir>/offset_ablation.json; its numbers are the run's own (`metrics.json`: drafters.*, main_drafter), read from
+the same cached stages.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 
 from helpers.artifacts import save_json
 from helpers.experiment import stages
-from helpers.experiment.params import load_params
+from helpers.experiment.params import load_params, parse_override
 from helpers.experiment.process import process_settings, run_threads
 
 
@@ -25,8 +27,10 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--params", default="params/mini.yaml")
     ap.add_argument("--evaluate", action="store_true", help="also measure tokens/step on the evaluation set")
+    ap.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a parameter (value parsed as YAML), repeatable")
     args = ap.parse_args(argv)
-    P = load_params(args.params)
+    P = load_params(args.params, dict(parse_override(o) for o in args.overrides))
     process_settings(run_threads(P.backend))        # where this process starts (helpers.experiment.process)
     trained, cal = stages.drafters(P, progress=False), stages.calibration(P)
     n = P.tree_size

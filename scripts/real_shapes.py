@@ -2,6 +2,7 @@
 `make test`: about 6 minutes and 6 GB):
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/real_shapes.py [--threads 1] [--dtype float32] [--frames 12] [--keep DIR]
+        [--configs DIR]     # other configuration files (tests/test_real_shapes_script.py: a scaled-down copy)
 
 Builds a random checkpoint from the configuration in scripts/data/qwen3_tts_0.6b_customvoice/ (config.json,
 generation_config.json, speech_tokenizer_config.json; SOURCES.md says where each value comes from) through the
@@ -128,10 +129,10 @@ def text_tokenizer():
     return fast
 
 
-def speech_tokenizer_config():
+def speech_tokenizer_config(configs: Path = CONFIGS):
     from qwen_tts.core.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Config
 
-    cfg = json.loads((CONFIGS / "speech_tokenizer_config.json").read_text())
+    cfg = json.loads((configs / "speech_tokenizer_config.json").read_text())
     enc = {k: v for k, v in cfg.pop("encoder_config").items() if k not in ("transformers_version", "dtype")}
     enc["frame_rate"] = enc.pop("_frame_rate")
     for key in ("architectures", "model_type"):
@@ -143,19 +144,20 @@ def count(module) -> float:
     return sum(p.numel() for p in module.parameters()) / 1e6
 
 
-def build_checkpoint(folder: Path, dtype: torch.dtype, seed: int = 0) -> dict:
-    """The random checkpoint folder; parameter counts (millions) by part."""
+def build_checkpoint(folder: Path, dtype: torch.dtype, seed: int = 0, configs: Path = CONFIGS) -> dict:
+    """The random checkpoint folder from the configuration files in `configs`; parameter counts (millions) by part."""
     from qwen_tts.core.models import Qwen3TTSForConditionalGeneration
     from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
     from qwen3_tiny import random_speech_tokenizer, save_speech_tokenizer, save_tts, sharpen_code_predictor
+    from helpers.adapter.global_rng import global_rng
 
-    cfg = json.loads((CONFIGS / "config.json").read_text())
+    cfg = json.loads((configs / "config.json").read_text())
     cfg.pop("architectures"), cfg.pop("model_type")
-    torch.manual_seed(seed)
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        model = Qwen3TTSForConditionalGeneration(Qwen3TTSConfig(speaker_encoder_config={}, **cfg)).eval()
+        with global_rng(seed):                                 # the layers' random init
+            model = Qwen3TTSForConditionalGeneration(Qwen3TTSConfig(speaker_encoder_config={}, **cfg)).eval()
     finally:
         torch.set_default_dtype(default)
     sharpen_code_predictor(model, 20.0)
@@ -164,11 +166,11 @@ def build_checkpoint(folder: Path, dtype: torch.dtype, seed: int = 0) -> dict:
               "  of which the text embedding [151936, 2048]": t.model.text_embedding.weight.numel() / 1e6,
               "talker.text_projection": count(t.text_projection), "talker.codec_head": count(t.codec_head),
               "code predictor (5 layers, 15 heads, its embeddings)": count(t.code_predictor)}
-    save_tts(folder, model, text_tokenizer(), json.loads((CONFIGS / "generation_config.json").read_text()),
+    save_tts(folder, model, text_tokenizer(), json.loads((configs / "generation_config.json").read_text()),
              speaker_encoder_config=False)                   # a CustomVoice config.json has none
     del model, t
     gc.collect()
-    st = random_speech_tokenizer(speech_tokenizer_config(), seed)
+    st = random_speech_tokenizer(speech_tokenizer_config(configs), seed)
     counts["speech tokenizer (encoder + decoder)"] = count(st)
     counts["  of which the decoder"] = count(st.decoder)
     save_speech_tokenizer(folder, st)
@@ -181,8 +183,11 @@ def main(argv=None) -> int:
     ap.add_argument("--frames", type=int, default=12, help="frame cap of free-running synthesis")
     ap.add_argument("--keep", default="", help="keep the checkpoint and outputs in this folder (default: temporary)")
     ap.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
+    ap.add_argument("--configs", default=str(CONFIGS), help="the three configuration files (default: the real "
+                    "checkpoint's; the smoke test passes a scaled-down copy)")
     args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    from helpers.experiment.process import process_settings
+    process_settings(args.threads)                       # where this process starts (helpers.experiment.process)
     from helpers.experiment import stages
     from helpers.experiment.params import RunParams
     from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree
@@ -195,7 +200,9 @@ def main(argv=None) -> int:
     root = Path(args.keep or tempfile.mkdtemp(prefix="qwen3-real-"))
     root.mkdir(parents=True, exist_ok=True)
     print(f"torch {torch.__version__}, {args.threads} thread(s), {args.dtype}, work folder {root}", flush=True)
-    counts = meter.run("build the random checkpoint, save_pretrained", lambda: build_checkpoint(root / "tts", getattr(torch, args.dtype)))
+    dtype, configs = getattr(torch, args.dtype), Path(args.configs)
+    counts = meter.run("build the random checkpoint, save_pretrained",
+                       lambda: build_checkpoint(root / "tts", dtype, configs=configs))
     if counts is None:
         print(meter.table())
         return 1

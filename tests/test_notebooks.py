@@ -151,3 +151,21 @@ def test_the_executed_notebooks_hold_no_bars_banners_machine_paths_or_dumps(smok
                   if k.endswith("_path") and any(str(m) in str(v) for m in machine)]
         problems += [f"{path.name} {p}" for p in found]
     assert problems == [], "\n".join(problems)
+
+
+def test_the_offset_ablation_script_reads_the_runs_own_numbers(smoke_run, smoke_cache):
+    """scripts/offset_ablation.py on the smoke run's cached stages: the drafters' numbers and the main drafter the
+    notebooks put in metrics.json, recomputed from the same artifacts."""
+    out, _ = smoke_run
+    result = run("scripts/offset_ablation.py", "--params", "params/smoke.yaml", "-p", f"output_dir={out}",
+                 "-p", f"cache_dir={smoke_cache}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = json.loads((out / "smoke" / "metrics.json").read_text())
+    ablation = json.loads((out / "smoke" / "offset_ablation.json").read_text())
+    assert ablation["main_drafter"] == metrics["main_drafter"]
+    assert set(ablation["drafters"]) == set(load_params(REPO_ROOT / "params" / "smoke.yaml").drafters)
+    for name, row in ablation["drafters"].items():
+        assert row["added_params"] == metrics["drafters"][name]["added_params"]
+        assert row["expected_tokens_per_step"] == pytest.approx(metrics["drafters"][name]["expected_tokens_per_step"],
+                                                                abs=1e-12)
+        assert row["validation_top1"] == pytest.approx(metrics["drafters"][name]["validation_top1"], abs=1e-12)
