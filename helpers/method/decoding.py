@@ -261,7 +261,7 @@ class CompiledAR:
 
     def __init__(self, predictor: CodePredictor, sampler: SamplerConfig, compile: str = "inductor",
                  torch_backend: str | None = None, frame: bool = True):
-        self.predictor, self.sampler, self.frame = predictor, sampler, frame
+        self.predictor, self.sampler = predictor, sampler
         dense_only(predictor)
         self.compiler = CallCompiler(compile, predictor.device, torch_backend)
         self.core = FusedCore(predictor, max_depth=0)

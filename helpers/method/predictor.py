@@ -203,11 +203,9 @@ class CodePredictor(nn.Module):
         if q > self.max_query:
             raise ValueError(f"query of {q} tokens is longer than this predictor's max_query={self.max_query}; "
                              f"build CodePredictor with max_query >= {q}")
-        cos, sin = self.official.model.rotary_emb(torch.zeros((), dtype=self.dtype, device=self.device),
-                                                  positions[None])
-        half = self.head_dim // 2
-        sin = torch.cat((-sin[..., :half], sin[..., half:]), -1)                   # sign-folded, as the stack takes it
-        return self.stack.layers(x, cos[0][:, None], sin[0][:, None], mask, k_cache, v_cache, prenorm)
+        stack = self.stack
+        cos, sin = stack.rope(positions)                                           # [q, d] each
+        return stack.layers(x, cos[:, None], sin[:, None], mask, k_cache, v_cache, prenorm)
 
     def final_norm(self, r: torch.Tensor) -> torch.Tensor:
         """The stack's final RMSNorm: pre-norm residual r [..., H] -> hidden state h [..., H] the heads read."""

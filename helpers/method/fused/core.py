@@ -74,11 +74,9 @@ class FusedCore(nn.Module):
             self.register_buffer("heads", torch.stack(heads), persistent=False)             # [15 + 2 Dmax, H, V]
             self.register_buffer("tables", torch.cat([e.weight.detach() for e in p.official.model.codec_embedding]),
                                  persistent=False)                                   # [15 V, H_talker]
-            positions = torch.arange(self.slots + self.max_depth + 2, device=device)
-            cos, sin = p.official.model.rotary_emb(torch.zeros((), dtype=dtype, device=device), positions[None])
-            half = self.hd // 2
-            self.register_buffer("cos", cos[0], persistent=False)                   # [P, d]
-            self.register_buffer("sin", torch.cat((-sin[0, :, :half], sin[0, :, half:]), -1), persistent=False)
+            cos, sin = self.rope(torch.arange(self.slots + self.max_depth + 2, device=device))
+            self.register_buffer("cos", cos, persistent=False)                      # [P, d]
+            self.register_buffer("sin", sin, persistent=False)
             # projections laid out for the kernel (dense: x @ W, W transposed and contiguous, faster than F.linear
             # for a few rows), q/k/v and gate/up each stacked into one matrix; q/k norm weights merged
             # [nh + nkv, d], q rows carry 1/sqrt(d)
@@ -110,6 +108,14 @@ class FusedCore(nn.Module):
             ~torch.ones(2, 2, dtype=torch.bool, device=device).tril(), self.mask_min)
         self.prefill_mask = mask
         return True
+
+    def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The official RoPE tables at positions [P]: cos, sin [P, d] in the model dtype, sin sign-folded (its first
+        half negated) so that rotating is `x * cos + roll(x, d / 2) * sin`, as `layers` takes them."""
+        p = self.predictor
+        cos, sin = p.official.model.rotary_emb(torch.zeros((), dtype=p.dtype, device=p.device), positions[None])
+        half = self.hd // 2
+        return cos[0], torch.cat((-sin[0, :, :half], sin[0, :, half:]), -1)
 
     @property
     def head_linears(self) -> torch.Tensor | list:
