@@ -71,8 +71,8 @@ def mini_part(args, device, modes, out: dict, save) -> None:
     from helpers.measure.kernel_counts import kernel_counts
     from helpers.method.calibration import expected_tokens_per_step
     from helpers.method.decoding import CompiledAR
-    from helpers.method.frame import FrameSpeculative, first_rounds
-    from helpers.method.sampling import frame_uniforms
+    from helpers.method.decoding import FrameSpeculative, first_rounds
+    from helpers.method.round import frame_uniforms
 
     pack = load_pack(args.pack, device)
     p, d, sampler = pack.predictor, pack.drafters[pack.main], pack.sampler
@@ -128,7 +128,7 @@ def real_part(args, device, modes, out: dict, deadline: float, save) -> None:
     from helpers.method.calibration import REFERENCE_TABLE, greedy_tree
     from helpers.method.drafters import PositionOffsets
     from helpers.method.predictor import CodePredictor
-    from helpers.method.sampling import SamplerConfig
+    from helpers.method.round import SamplerConfig
 
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     talker = build_tiny_talker(QWEN3_TTS_0_6B, seed=0, dtype=dtype).to(device)
@@ -160,8 +160,8 @@ def exact_part(args, device, modes, out: dict, save) -> None:
 
     from helpers.experiment.inner_loop_pack import load_pack
     from helpers.method.decoding import CompiledAR, CompiledSpeculative, decode_frame_ar
-    from helpers.method.frame import FrameSpeculative
-    from helpers.method.sampling import frame_uniforms
+    from helpers.method.decoding import FrameSpeculative
+    from helpers.method.round import frame_uniforms
 
     pack = load_pack(args.pack, device, torch.float64)
     p, d, sampler = pack.predictor, pack.drafters[pack.main], pack.sampler

@@ -20,17 +20,17 @@ class OracleDrafter(Drafter):
     `rank(t, j)` among otherwise random candidates; rank None leaves it out. Exercises every walk branch."""
 
     kind = "oracle"
-    drafts_on_device = False          # draft_logits takes a host int t only
 
     def __init__(self, predictor, depth=3, rank=lambda t, j: 0, seed=0):
         super().__init__(predictor, depth)
         self.rank, self.codes, self.vocab = rank, None, predictor.vocab_size
         self.gen = torch.Generator().manual_seed(seed)
 
-    def draft_logits(self, h, t, depth=None):
-        depth = self.depth if depth is None else depth
+    def draft_logits(self, h, t, depth=None, heads=None):
+        """t: an int or a [1] tensor, read on the host (eager decoders only: a captured round refuses the read)."""
+        depth, t = self.depth if depth is None else depth, int(t)
         logits = torch.rand(h.shape[0], depth, self.vocab, generator=self.gen, dtype=torch.float64)
-        for j in range(1, depth + 1):
+        for j in range(1, min(depth, self.num_codes - t) + 1):             # drafts past c15 are never read
             true = int(self.codes[t + j - 1])
             logits[:, j - 1, true] = -1.0                              # out of the top ranks
             r = self.rank(t, j)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from helpers.method.predictor import CodePredictor, KVCache, causal_mask, rms_norm
+from helpers.method.predictor import CodePredictor, KVCache, causal_mask
+from helpers.method.stack import rms_norm
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

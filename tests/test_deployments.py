@@ -12,9 +12,9 @@ from helpers.measure.deployments import (DEPLOYMENTS, call_grid, call_phases, de
                                          deployment_frames, format_frames, format_grid, format_phases, runnable)
 from helpers.method.kernels import unsupported
 from helpers.method.drafters import make_drafter
-from helpers.method.fused import FusedCore
+from helpers.method.stack import FusedCore
 from helpers.method.predictor import CodePredictor
-from helpers.method.sampling import frame_uniforms
+from helpers.method.round import frame_uniforms
 from helpers.report.cpu_figure4 import figure4_rows, paper_tokens_per_step, projected
 
 SPEC = TinyTalkerSpec(hidden_size=32, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=32,

@@ -19,10 +19,10 @@ from helpers.method.ceiling import drafter_ceiling
 from helpers.method.diagnostics import diagnostics
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import make_drafter
-from helpers.method.fused import FusedCore
+from helpers.method.stack import FusedCore
 from helpers.method.predictor import CodePredictor
 from helpers.method.replay import replay_calls
-from helpers.method.sampling import SamplerConfig, frame_uniforms
+from helpers.method.round import SamplerConfig, frame_uniforms
 from helpers.method.training import TeacherForcedHidden, TrainConfig, train_drafter
 from helpers.report.overview import frame_walkthrough
 from conftest import SPECS, frame_inputs

@@ -10,7 +10,7 @@ from helpers.method.calibration import acceptance_table, greedy_tree, path_proba
 from helpers.method.diagnostics import (Diagnostics, codebook_usage, diagnostics, own_drafts, own_head_loss,
                                         score_drafts, translation_constancy)
 from helpers.method.drafters import Drafter, MedusaHeads, PositionOffsets, ReusedHeads
-from helpers.method.sampling import SamplerConfig, target_probs
+from helpers.method.round import SamplerConfig, target_probs
 from helpers.report.mismatch import drift_recovery
 
 SAMPLER = SamplerConfig(top_k=50, temperature=0.9)
@@ -18,8 +18,6 @@ SAMPLER = SamplerConfig(top_k=50, temperature=0.9)
 
 class OwnHeadDrafter(Drafter):
     """A drafter that reads h_{t+j} (not h_t) of the frames it was given: the own head, as a Drafter."""
-
-    drafts_on_device = False
 
     def __init__(self, predictor, h, depth=3):
         super().__init__(predictor, depth)

@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from drafting import TREES, random_drafters
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
-from helpers.method.frame import FrameSpeculative, first_rounds
+from helpers.method.decoding import FrameSpeculative, SpeculativeDecoder, decode_frame_ar, first_rounds
 from test_compiled import SAMPLER, decode_all, frames
 
 

@@ -17,9 +17,10 @@ from drafting import TABLE, random_drafters
 from helpers.method.calibration import greedy_tree
 from helpers.method.predictor import KVCache, causal_mask
 from helpers.method.decoding import ARDecoder
-from helpers.method.fused import FusedCore, FusedStep, fusable
-from helpers.method.round import Drafts, Prefill, TreeIndex
-from helpers.method.sampling import SamplerConfig
+from helpers.method.export_step import DraftingStep
+from helpers.method.stack import FusedCore
+from helpers.method.views import ViewStep
+from helpers.method.round import Drafts, Prefill, SamplerConfig, TreeIndex
 from helpers.method.tree import SparseTree
 
 TREES = {"full2x3": SparseTree.full(2, 3),
@@ -62,8 +63,8 @@ def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned
     full = TREES[tree_name]
     tree = full.pruned(cp.num_codes - 1 - t) if pruned else full
     drafter = random_drafters(cp, seed=t)[drafter_name]
-    assert fusable(drafter)
-    step = FusedStep(FusedCore(cp), tree, drafter)
+    core = FusedCore(cp)
+    step = DraftingStep(core, tree, drafter)
     gen = torch.Generator().manual_seed(t)
     g, c0 = frame_inputs(spec, 1, seed=t)
     committed = torch.randint(0, spec.vocab_size, (t - 1,), generator=gen).tolist()     # c1..c_{t-1}
@@ -71,10 +72,13 @@ def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned
     nodes = torch.randint(0, spec.vocab_size, (tree.size,), generator=gen).tolist()
     cache = _committed_cache(cp, g, c0, committed)
     query = torch.tensor([[root] + nodes])
-    logits, k_new, v_new, drafts = step(query, cache.k, cache.v, torch.tensor([t]))     # eager: rows as views
-    gathered = torch.jit.trace(step, (query, cache.k, cache.v, torch.tensor([t])), check_trace=False)(
-        query, cache.k, cache.v, torch.tensor([t]))          # the gather path (traced, exported, compiled, CUDA)
-    for a, b in zip((logits, k_new, v_new, drafts), gathered):
+    logits, k_new, v_new, drafts = step(query, cache.k, cache.v, torch.tensor([t]))     # eager, rows gathered
+    traced = torch.jit.trace(step, (query, cache.k, cache.v, torch.tensor([t])), check_trace=False)(
+        query, cache.k, cache.v, torch.tensor([t]))                                      # as exported
+    views = ViewStep(core, tree, prenorm=drafter.prenorm)(query, cache.k, cache.v, torch.tensor([t]))   # the CPU's
+    for a, b in zip((logits, k_new, v_new, drafts), traced):
+        assert torch.equal(a, b)
+    for a, b in zip((logits, k_new, v_new), views):
         assert torch.equal(a, b)
     assert logits.shape == (1, tree.size + 1, spec.vocab_size)
     assert k_new.shape == (spec.num_layers, 1, spec.num_kv_heads, tree.size + 1, spec.head_dim)
@@ -150,11 +154,3 @@ def test_prefill_drafts_and_refresh(tiny):
             head.mul_(0.5)
         core.refresh()
 
-
-def test_host_drafting_for_custom_drafters(tiny):
-    from drafting import OracleDrafter
-    _, _, cp = tiny
-    oracle = OracleDrafter(cp)
-    assert not fusable(oracle)
-    step = FusedStep(FusedCore(cp), TREES["sparse7"], oracle)
-    assert step.outputs[-1] == "hidden"

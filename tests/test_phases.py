@@ -16,7 +16,7 @@ from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import PositionOffsets
 from helpers.measure.profile import format_profile, round_profile
 from helpers.method.clock import AR_PHASES, ROUND_PHASES, PhaseClock
-from helpers.method.sampling import SamplerConfig, frame_uniforms
+from helpers.method.round import SamplerConfig, frame_uniforms
 from helpers.adapter.tiny import build_tiny_talker
 
 

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from helpers.method.decoding import ARDecoder
-from helpers.method.fused import FusedCore
+from helpers.method.stack import FusedCore
 from helpers.method.predictor import CodePredictor
 from helpers.adapter.synthesis import Synthesis, synthesize
 from helpers.adapter.talker_inputs import Utterance, talker_states

@@ -23,10 +23,9 @@ from helpers.measure.timing import device_sync, interleaved, time_calls
 from helpers.method.compiler import CallCompiler, check_compile_mode
 from helpers.method.decoding import CompiledAR, CompiledSpeculative, frame_decoders
 from helpers.method.drafters import Drafter
-from helpers.method.fused import FusedCore
-from helpers.method.round import ROUND_PHASES, ARStep, Round
+from helpers.method.stack import FusedCore
+from helpers.method.round import ARStep, ROUND_PHASES, Round, SamplerConfig, frame_uniforms
 from helpers.method.predictor import CodePredictor
-from helpers.method.sampling import SamplerConfig, frame_uniforms
 from helpers.method.tree import SparseTree
 
 

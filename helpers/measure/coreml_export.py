@@ -1,8 +1,8 @@
 """Core ML export of the AR call (q = 1) and the fused draft+verify call (q = N + 1).
 
-Both are the very modules the PyTorch decoders run (`helpers.method.fused.FusedStep`), traced with
-`torch.jit.trace` on their gather path, converted by `coremltools` to an `mlprogram` with fp16 compute
-precision, then compressed to W8A16 (8-bit linear-symmetric weights, fp16 activations) with
+Both are the verify call the PyTorch decoders run (`helpers.method.stack.FusedStep`; the fused call with drafts from
+every node, `helpers.method.export_step.DraftingStep`), traced with `torch.jit.trace`, converted by `coremltools` to
+an `mlprogram` with fp16 compute precision, then compressed to W8A16 (8-bit linear-symmetric weights, fp16 activations) with
 `coremltools.optimize.coreml.linear_quantize_weights`. Packages are written to a temporary folder
 and renamed into place, so a package on disk is always complete.
 
@@ -30,7 +30,8 @@ import torch
 from helpers.artifacts import atomic_folder
 from helpers.method.predictor import CodePredictor
 from helpers.method.drafters import Drafter
-from helpers.method.fused import FusedCore, FusedStep
+from helpers.method.export_step import DraftingStep
+from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.tree import SparseTree
 
 
@@ -144,7 +145,7 @@ def export_calls(predictor: CodePredictor, drafter: Drafter, tree: SparseTree, o
     core = FusedCore(predictor, max_depth=tree.max_depth)
     report = ExportReport(predicted=check, note="" if on_mac else
                           "converted on Linux: Core ML prediction (and the numeric check) needs macOS")
-    for label, step in (("ar", FusedStep(core, None)), (f"fused_n{tree.size}", FusedStep(core, tree, drafter))):
+    for label, step in (("ar", FusedStep(core, None)), (f"fused_n{tree.size}", DraftingStep(core, tree, drafter))):
         with dropped_records(EXPORT_NOTES):
             mlmodel, inputs = convert_step(step)
             variants = [("fp16", mlmodel)] + ([("w8a16", quantize_w8(mlmodel))] if w8a16 else [])

@@ -21,12 +21,12 @@ import torch
 
 from helpers.measure.latency import official_generate
 from helpers.measure.timing import device_sync, interleaved
-from helpers.method.decoding import frame_decoders
+from helpers.method.decoding import frame_decoders, step_type
 from helpers.method.drafters import Drafter, make_drafter
-from helpers.method.fused import FusedCore, FusedStep
+from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.kernels import unsupported
 from helpers.method.predictor import CodePredictor
-from helpers.method.sampling import SamplerConfig
+from helpers.method.round import SamplerConfig
 from helpers.method.tree import SparseTree
 
 DEPLOYMENTS = {"float32": (torch.float32, "dense"), "bfloat16": (torch.bfloat16, "dense"),
@@ -82,12 +82,12 @@ def call_grid(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int
     for name, (predictor, _) in systems.items():
         core = FusedCore(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
         for n, tree in [(0, None), *trees.items()]:
-            step = FusedStep(core, tree)                             # verify only
+            step = step_type(predictor, None)(core, tree)            # verify only, as the eager decoders call it
             inputs = step.example_inputs(t)
             calls[name, n] = lambda step=step, inputs=inputs: step(*inputs)
             if predictor.kernel == "dense" and compiled_sizes and (n == 0 or n in compiled_sizes):
                 compiler = compilers.setdefault(f"{name}+inductor", CallCompiler("inductor", predictor.device))
-                fn = compiler(step, [])                          # compiled: rows gathered by index
+                fn = compiler(FusedStep(core, tree), [])         # compiled: rows gathered by index
                 fn(*inputs)                                      # compiled here, booked apart
                 calls[f"{name}+inductor", n] = lambda fn=fn, inputs=inputs: fn(*inputs)
     sync = device_sync(next(iter(systems.values()))[0].device)
@@ -205,14 +205,16 @@ def call_phases(predictor: CodePredictor, trees: dict[int, SparseTree], warmup: 
 
     -> {N (0: the AR call): {"q", "call_ms", "projections_ms", "attention_and_small_ops_ms", "heads_ms"}}"""
     from helpers.method.clock import PhaseClock
-    from helpers.method.kernels import apply, in_features
+    from helpers.method.kernels import in_features
+    from helpers.method.stack import apply
+    from helpers.method.views import ViewStep
 
     core = FusedCore(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
     clock = PhaseClock(device_sync(predictor.device) if predictor.device.type == "cuda" else None)
     gen = torch.Generator(device=predictor.device).manual_seed(seed)
     jobs = {}
     for n, tree in [(0, None), *trees.items()]:
-        step = FusedStep(core, tree)                                 # verify only, as call_grid times it
+        step = ViewStep(core, tree)                                  # verify only, as call_grid times it
         tokens, k, v, _ = step.example_inputs(t)
 
         def call(step=step, tokens=tokens, k=k, v=v):

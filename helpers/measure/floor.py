@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 
 from helpers.measure.timing import time_calls
-from helpers.method.fused import FusedCore
-from helpers.method.kernels import apply, in_features
+from helpers.method.stack import FusedCore, apply
+from helpers.method.kernels import in_features
 from helpers.method.predictor import CodePredictor
 
 

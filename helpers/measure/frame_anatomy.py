@@ -1,4 +1,4 @@
-"""Where a speculative frame's time goes when its rounds run in few graphs (`helpers.method.frame`).
+"""Where a speculative frame's time goes when its rounds run in few graphs (`helpers.method.decoding.FrameSpeculative`).
 
 A frame of `FrameSpeculative` is: the host's own work (refresh, uniforms, the codes' copy), the first graph
 (prefill + k1 rounds) up to its read, then (reads - 1) more graphs (k2 rounds each) up to theirs. Rounds past the
@@ -22,9 +22,9 @@ import torch
 
 from helpers.measure.timing import device_sync, time_calls
 from helpers.method.drafters import Drafter
-from helpers.method.frame import FrameSpeculative
+from helpers.method.decoding import FrameSpeculative
 from helpers.method.predictor import CodePredictor
-from helpers.method.sampling import SamplerConfig
+from helpers.method.round import SamplerConfig
 from helpers.method.tree import SparseTree
 
 

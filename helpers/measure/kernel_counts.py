@@ -14,11 +14,10 @@ from __future__ import annotations
 import torch
 
 from helpers.method.capture import DeviceOps
-from helpers.method.decoding import ARDecoder, CompiledAR, SpeculativeDecoder
+from helpers.method.decoding import ARDecoder, CompiledAR, FrameSpeculative, SpeculativeDecoder
 from helpers.method.drafters import Drafter
-from helpers.method.frame import FrameSpeculative
 from helpers.method.predictor import CodePredictor
-from helpers.method.sampling import SamplerConfig
+from helpers.method.round import SamplerConfig
 from helpers.method.tree import SparseTree
 
 

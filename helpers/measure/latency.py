@@ -24,13 +24,12 @@ import numpy as np
 import torch
 
 from helpers.method.predictor import CodePredictor
-from helpers.method.compiler import CapturedGraph
-from helpers.method.decoding import frame_decoders
+from helpers.method.decoding import frame_decoders, step_type
 from helpers.method.drafters import Drafter
-from helpers.method.fused import FusedCore, FusedStep
+from helpers.method.stack import FusedCore, FusedStep
 from helpers.measure.profile import round_profile
 from helpers.measure.timing import device_sync, interleaved, time_calls
-from helpers.method.sampling import SamplerConfig, frame_uniforms
+from helpers.method.round import CapturedGraph, SamplerConfig, frame_uniforms
 from helpers.method.tree import SparseTree
 
 SIZES = (4, 8, 15, 16, 31, 32, 47, 63, 64)       # the paper's N and N + 1 = 16, 32, 48, 64 (full tiles)
@@ -39,7 +38,9 @@ SIZES = (4, 8, 15, 16, 31, 32, 47, 63, 64)       # the paper's N and N + 1 = 16,
 def graphed(step: FusedStep, inputs) -> Callable[[], object]:
     """Capture step(*inputs) in a CUDA graph (fixed shapes, gather path; `CapturedGraph`); returns a replay
     function. Inputs are the graph's static buffers: copy new values into them before replaying."""
-    return CapturedGraph(step, tuple(inputs), list(inputs)).graph.replay
+    graph = CapturedGraph(step, list(inputs))
+    graph.capture(tuple(inputs))
+    return graph.graph.replay
 
 
 @torch.no_grad()
@@ -59,10 +60,11 @@ def call_sweep(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Spar
         fn = graphed(step, inputs) if cuda_graph else (lambda: step(*inputs))
         return time_calls(fn, device, warmup, iters)
 
-    ar = timed(FusedStep(core, None))
+    step = FusedStep if cuda_graph else step_type(predictor, None)                # as the decoders call it
+    ar = timed(step(core, None))
     rows = {}
     for n, tree in trees.items():
-        call = timed(FusedStep(core, tree, None, prenorm=drafter.prenorm))       # the verify call
+        call = timed(step(core, tree, prenorm=drafter.prenorm))                     # the verify call
         rows[n] = {"q": tree.size + 1, "call": asdict(call), "overhead": call.p50 / ar.p50 - 1.0}
     return {"device": str(device), "cuda_graph": cuda_graph, "ar": asdict(ar), "trees": rows}
 

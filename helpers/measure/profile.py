@@ -18,7 +18,7 @@ from helpers.method.clock import AR_PHASES, ROUND_PHASES, PhaseClock
 from helpers.method.decoding import frame_decoders
 from helpers.method.predictor import CodePredictor
 from helpers.method.drafters import Drafter
-from helpers.method.sampling import SamplerConfig
+from helpers.method.round import SamplerConfig
 from helpers.method.tree import SparseTree
 
 

@@ -12,8 +12,8 @@ frame's values into every replay:
     host tensors     a copy between devices (`aten._to_copy` / `copy_` whose source and destination devices differ).
 
 `DeviceOps(strict=True)` raises `CaptureError` at the first of them, naming the op; on the CPU it finds what CUDA
-capture would refuse, before any GPU is at hand. While one is active, `on_device_path()` is True, and the fused call
-takes the path a CUDA tensor takes (rows gathered on the device, no host int; `helpers.method.fused.step`).
+capture would refuse, before any GPU is at hand (the modules a graph captures gather their rows on the device:
+`helpers.method.stack.FusedStep`).
 
 `DeviceOps()` (not strict) counts instead: `kernels` (ops that compute: views and metadata excluded), `host_reads`,
 `from_host`. A captured graph costs about its kernels times a few microseconds, so the counts on the CPU are the
@@ -25,8 +25,6 @@ from __future__ import annotations
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-_active: list["DeviceOps"] = []
-
 _HOST_DATA = {torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default}
 _COPIES = {torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default, torch.ops.aten.copy.default}
 _METADATA = {torch.ops.aten.detach.default, torch.ops.aten._unsafe_view.default}     # views torch does not tag
@@ -34,11 +32,6 @@ _METADATA = {torch.ops.aten.detach.default, torch.ops.aten._unsafe_view.default}
 
 class CaptureError(RuntimeError):
     """An op that CUDA-graph capture refuses (or would freeze): a host read, host data or a cross-device copy."""
-
-
-def on_device_path() -> bool:
-    """True while a `DeviceOps` is active: modules take the path of a CUDA tensor, whatever their tensors' device."""
-    return bool(_active)
 
 
 def _devices(args) -> set[torch.device]:
@@ -87,14 +80,6 @@ class DeviceOps(TorchDispatchMode):
         self.strict = strict
         self.kernels = self.host_reads = self.from_host = 0
         self.ops: dict[str, int] = {}
-
-    def __enter__(self):
-        _active.append(self)
-        return super().__enter__()
-
-    def __exit__(self, *exc):
-        _active.remove(self)
-        return super().__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -6,7 +6,8 @@
     inductor_graph  inductor's kernels captured as one CUDA graph per module (CUDA only): the fewest launches
 
 A decoder asks for both halves apart where a graph should replay one compiled module several times (`kernels`
-compiles a round once, `capture` captures a loop of k of its calls, `helpers.method.frame`); `__call__` does both.
+compiles a round once, `capture` captures a loop of k of its calls, `helpers.method.decoding.FrameSpeculative`);
+`__call__` does both. A captured module is a `helpers.method.round.CapturedGraph`, captured at its first call.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import time
 
 import torch
 from torch import nn
+
+from helpers.method.round import CapturedGraph
 
 COMPILE_MODES = ("none", "inductor", "cuda_graph", "inductor_graph")
 GRAPH_MODES = ("cuda_graph", "inductor_graph")
@@ -27,35 +30,6 @@ def check_compile_mode(mode: str, device: torch.device) -> None:
     if mode in GRAPH_MODES and torch.device(device).type != "cuda":
         raise ValueError(f"compile={mode!r} needs a CUDA model, this one is on {device}; "
                          f"use 'inductor' or 'none' there")
-
-
-class CapturedGraph:
-    """A module replayed from one captured CUDA graph (the one capture: decoders and the call timings): arguments
-    that are not the decoder's state buffers (`state`, passed by identity) are copied into the graph's static
-    inputs; returns the static outputs. Three warm-up calls on a side stream first; the state is restored after
-    them, so the first replay starts from the state the capture was given."""
-
-    def __init__(self, fn: nn.Module, args: tuple, state: list[torch.Tensor]):
-        self.static = [a if any(a is s for s in state) else a.clone() for a in args]
-        saved = [s.clone() for s in state]           # warm-up calls write the state: the first replay starts over
-        stream = torch.cuda.Stream(device=args[0].device)
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream), torch.no_grad():
-            for _ in range(3):
-                fn(*self.static)
-        torch.cuda.current_stream().wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph), torch.no_grad():
-            self.out = fn(*self.static)
-        for s, before in zip(state, saved):
-            s.copy_(before)
-
-    def __call__(self, *args):
-        for s, a in zip(self.static, args):
-            if s is not a:
-                s.copy_(a)
-        self.graph.replay()
-        return self.out
 
 
 class CallCompiler:
@@ -87,15 +61,10 @@ class CallCompiler:
         decoder's buffers, passed by identity (the graph reads and writes them in place)."""
         if self.mode not in GRAPH_MODES:
             return fn
-        holder = {}
+        return CapturedGraph(fn, state, self._book)
 
-        def call(*args):
-            if "graph" not in holder:
-                start = time.perf_counter()
-                holder["graph"] = CapturedGraph(fn, args, state)
-                self.seconds += time.perf_counter() - start
-            return holder["graph"](*args)
-        return call
+    def _book(self, seconds: float) -> None:
+        self.seconds += seconds
 
     def _timed_first(self, fn):
         done = []

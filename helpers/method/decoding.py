@@ -1,33 +1,38 @@
 """Decoding one frame's residual codes c1..c15 from (g, c0): autoregressive and speculative.
 
-Both decoders sample code position t with the frame's uniform u_t through the shared sampler, so for the same
-uniforms they return the same codes; only the number of calls differs. Both run the fused call of
-`helpers.method.fused` (the AR loop at q = 1, the speculative rounds at q = N + 1), so a speed comparison between
-them compares the calls, not two implementations.
+Every decoder samples code position t with the frame's uniform u_t through the shared sampler, so for the same
+uniforms they return the same codes; only the number of calls differs. All run the modules of
+`helpers.method.round` over the verify call of `helpers.method.stack` (the AR loop at q = 1, the speculative rounds
+at q = N + 1), so a speed comparison between them compares the calls, not two implementations.
 
-- `ARDecoder`: the reference AR loop (`helpers.method.round.ARFrame`, eager, any kernel, any batch);
-  `decode_frame_ar` runs one on a fresh one.
-- `SpeculativeDecoder`: a prefill, then one `helpers.method.round.Round` per round; `compile` runs the very same
-  modules eagerly ("none"), compiled by inductor, or captured as CUDA graphs (`helpers.method.compiler`). The host
-  reads one integer a round (the next root position, to pick the next pruned tree's module).
-- `CompiledAR`: the same AR loop compiled or captured, which reads nothing until the frame ends;
-  `CompiledSpeculative`: `SpeculativeDecoder` compiled by default.
+- `ARDecoder`: the reference AR loop (`ARFrame`, eager, any kernel, any batch); `decode_frame_ar` runs a fresh one.
+- `SpeculativeDecoder`: a prefill, then one `Round` per round; `compile` runs the very same modules eagerly
+  ("none"), compiled by inductor, or captured as CUDA graphs (`helpers.method.compiler`). The host reads one integer
+  a round (the next root position, to pick the next pruned tree's module). `CompiledSpeculative`: compiled by default.
+- `CompiledAR`: the same AR loop compiled or captured, which reads nothing until the frame ends.
+- `FrameSpeculative`: the host out of the loop: full-tree rounds, k per captured graph (`RoundLoop`), one host read
+  for a frame of at most k1 rounds.
+
+The eager decoders on a CPU call `helpers.method.views.ViewStep` (rows as views at a host int, any kernel; `views`),
+everywhere else the gathered `FusedStep`. A decoder's `clock` (default None) is told where each phase ends
+(`helpers.method.clock.PhaseClock`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
 
-from helpers.method.clock import no_clock
 from helpers.method.compiler import CallCompiler
 from helpers.method.drafters import Drafter
-from helpers.method.fused import FusedCore, FusedStep
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import ARFrame, ARStep, Prefill, Round, check_device_drafter
-from helpers.method.sampling import SamplerConfig
+from helpers.method.round import (ARFrame, ARStep, Prefill, Round, RoundLoop, SamplerConfig, SpeculativeFrame,
+                                  _mark)
+from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.tree import SparseTree
+from helpers.method.views import ViewStep
 
 
 @dataclass
@@ -52,7 +57,14 @@ def _check_frame_inputs(predictor: CodePredictor, g: torch.Tensor, c0: torch.Ten
         raise ValueError(f"expected g [B, H] and c0 [B], got {tuple(g.shape)} and {tuple(c0.shape)}")
     if tuple(u.shape) != (g.shape[0], predictor.num_codes):
         raise ValueError(f"expected uniforms [B={g.shape[0]}, {predictor.num_codes}], got {tuple(u.shape)}")
-    predictor.check_codes(c0[:, None], first_pos=0)
+    vocab = predictor.c0_embedding.num_embeddings
+    if not bool(((c0 >= 0) & (c0 < vocab)).all()):
+        raise ValueError(f"c0 {c0.tolist()} has a code outside the vocabulary: allowed 0..{vocab - 1}")
+
+
+def step_type(predictor: CodePredictor, views: bool | None) -> type:
+    """The verify call's class: `ViewStep` (views True; default None: on a CPU) or the gathered `FusedStep`."""
+    return ViewStep if (predictor.device.type == "cpu" if views is None else views) else FusedStep
 
 
 def check_tree(predictor: CodePredictor, drafter: Drafter, tree: SparseTree) -> None:
@@ -85,12 +97,12 @@ class ARDecoder:
 
     Build it once and call `decode_frame` per frame: its core (weight copies, `FusedCore`) is built here, the loop's
     modules once per sampler; core: one to share with other decoders of `predictor` (`decoder_core`). The core
-    refreshes at every frame if the official weights changed."""
+    refreshes at every frame if the official weights changed. views: the step's class (`step_type`)."""
 
-    def __init__(self, predictor: CodePredictor, core: FusedCore | None = None):
+    def __init__(self, predictor: CodePredictor, core: FusedCore | None = None, views: bool | None = None):
         self.predictor = predictor
         self.core = decoder_core(predictor, 0, core)
-        self.step = FusedStep(self.core, None)
+        self.step = step_type(predictor, views)(self.core, None)
         self.frames: dict[SamplerConfig, ARFrame] = {}
 
     def frame(self, sampler: SamplerConfig) -> ARFrame:
@@ -103,21 +115,21 @@ class ARDecoder:
 
     @torch.no_grad()
     def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig, u: torch.Tensor,
-                     clock=no_clock) -> FrameResult:
+                     clock=None) -> FrameResult:
         """c1..c15 of a batch of frames, one call per code. g [B, H], c0 [B], u [B, 15].
 
         clock: a `helpers.method.clock.PhaseClock` to tell where each phase of the frame ends (profiling)."""
         p = self.predictor
         _check_frame_inputs(p, g, c0, u)
         self.core.refresh()
-        cache = p.new_cache(g.shape[0])
-        codes = torch.zeros(g.shape[0], p.num_codes + 1, dtype=torch.long, device=p.device)
-        self.frame(sampler)(g, c0, cache.k, cache.v, u, codes, clock)
+        k, v = self.core.empty_cache(g.shape[0])
+        codes = torch.zeros(g.shape[0], p.num_codes + 1, dtype=torch.long, device=k.device)
+        self.frame(sampler)(g, c0, k, v, u, codes, clock)
         return FrameResult(codes[:, :p.num_codes], calls=p.num_codes, reads=0)
 
 
 def decode_frame_ar(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig,
-                    u: torch.Tensor, clock=no_clock) -> FrameResult:
+                    u: torch.Tensor, clock=None) -> FrameResult:
     """Autoregressive c1..c15 by a new `ARDecoder(predictor)` (one copy of the weights per call: a loop over frames
     builds one `ARDecoder` and calls its `decode_frame`). g [B, H], c0 [B], u [B, 15]; clock as there."""
     return ARDecoder(predictor).decode_frame(g, c0, sampler, u, clock)
@@ -160,17 +172,18 @@ class SpeculativeDecoder:
 
     decode_frame(g [1, H], c0 [1], u [1, 15]) -> FrameResult: the AR codes for the same uniforms. One `Round` per
     distinct pruned tree (the tree pruned at depth 14 - t for a root at c_t; the plain `ARStep` at t = 14).
-    compile: "none" (eager: any kernel, any drafter), "inductor" or "cuda_graph" (kernel 'dense', drafters that
-    draft with heads); torch_backend: torch.compile's backend (tests: "aot_eager"). core: a `FusedCore` of
-    `predictor` to share (weight copies) with its other decoders (`decoder_core`); default: the decoder's own."""
+    compile: "none" (eager: any kernel), "inductor" or "cuda_graph" (kernel 'dense'); torch_backend: torch.compile's
+    backend (tests: "aot_eager"). core: a `FusedCore` of `predictor` to share (weight copies) with its other
+    decoders (`decoder_core`); default: the decoder's own. views: eager only, the step's class (`step_type`)."""
 
     def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig,
-                 compile: str = "none", torch_backend: str | None = None, core: FusedCore | None = None):
+                 compile: str = "none", torch_backend: str | None = None, core: FusedCore | None = None,
+                 views: bool | None = None):
         check_tree(predictor, drafter, tree)
         self.compiler = CallCompiler(compile, predictor.device, torch_backend)
         if compile != "none":
             dense_only(predictor)
-            check_device_drafter(drafter)
+        step = step_type(predictor, views) if compile == "none" else FusedStep
         self.predictor, self.drafter, self.tree, self.sampler, self.compile = predictor, drafter, tree, sampler, compile
         depth = max(tree.max_depth, 1)
         self.core = decoder_core(predictor, depth, core)
@@ -182,9 +195,9 @@ class SpeculativeDecoder:
             sub = tree.pruned(n - 1 - t)
             if sub not in built:
                 if sub is None:
-                    module = ARStep.build(self.core, sampler)
+                    module = ARStep.build(self.core, sampler, step)
                 else:
-                    module = Round.build(self.core, drafter, sub, sampler)
+                    module = Round.build(self.core, drafter, sub, sampler, step)
                 built[sub] = (module, self.compiler(module, buffers))
             self.rounds[t], self.calls[t] = built[sub]
             self.q[t] = 1 if sub is None else sub.size + 1
@@ -201,7 +214,7 @@ class SpeculativeDecoder:
         return self.compiler.seconds
 
     @torch.no_grad()
-    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, clock=no_clock) -> FrameResult:
+    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, clock=None) -> FrameResult:
         """Speculative c1..c15 for one frame. g [1, H], c0 [1], u [1, 15] -> FrameResult.
 
         clock: a `helpers.method.clock.PhaseClock` told where each phase of a round ends (eager; a compiled
@@ -212,7 +225,7 @@ class SpeculativeDecoder:
         eager = self.compile == "none"
         phases = {"clock": clock} if eager else {}
         query, cand = self.prefill(g, c0, s.k, s.v, s.u, s.codes, **phases)                 # [1, q(t = 1)], [D, m]
-        clock("prefill")
+        _mark(clock, "prefill")
         t, calls, reads, accepted, drafts = 1, 1, 0, [], []
         while t < n:
             q = query[:, :self.q[t]]
@@ -227,7 +240,7 @@ class SpeculativeDecoder:
                 query = self.calls[t](q, s.k, s.v, s.ts[t], s.u, s.codes, **phases)
                 t_next = t + 1
             if not eager:
-                clock("call")
+                _mark(clock, "call")
             accepted.append(t_next - t - 1)
             t, calls = t_next, calls + 1
         return FrameResult(s.codes[:n].clone()[None], calls, accepted, drafts, reads=reads)
@@ -281,10 +294,72 @@ class CompiledAR:
         return self.compiler.seconds
 
     @torch.no_grad()
-    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, clock=no_clock) -> FrameResult:
+    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, clock=None) -> FrameResult:
         p, s = self.predictor, self.state
         self.core.refresh()
         s.start(p, g, c0, u)
         self.call(g, c0, s.k, s.v, s.u, s.codes)
-        clock("call")
+        _mark(clock, "call")
         return FrameResult(s.codes[:p.num_codes].clone()[None], calls=p.num_codes, reads=0)
+
+
+def first_rounds(tokens_per_step: float, num_codes: int = 15) -> int:
+    """Rounds of the first graph for a decoder of this (measured or expected) tokens/step: the rounds an average
+    frame needs, 15 / tokens_per_step - 1 (the prefill is a call), rounded up."""
+    if not tokens_per_step >= 1.0:
+        raise ValueError(f"tokens/step must be at least 1, got {tokens_per_step!r}")
+    return max(1, min(num_codes - 1, math.ceil(num_codes / tokens_per_step - 1 - 1e-9)))
+
+
+class FrameSpeculative:
+    """The speculative decoder with the host out of the loop: decode_frame(g [1, H], c0 [1], u [1, 15]) ->
+    FrameResult (the AR codes for the same uniforms; `reads`: host reads of the frame).
+
+    first: rounds in the first graph (with the prefill); then: rounds in each further graph. compile: "none",
+    "inductor" (the round compiled once, the loops run from the host), "cuda_graph" or "inductor_graph" (each loop
+    one CUDA graph over the eager, or inductor's, round). Kernel 'dense'; the gathered `FusedStep`."""
+
+    def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig,
+                 compile: str = "cuda_graph", first: int = 6, then: int = 1, torch_backend: str | None = None):
+        check_tree(predictor, drafter, tree)
+        if tree.size < 1:
+            raise ValueError("a speculative frame needs a tree of at least one node")
+        n = predictor.num_codes
+        for name, value in (("first", first), ("then", then)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= n - 1:
+                raise ValueError(f"{name}={value!r} rounds per graph; allowed: an integer in 1..{n - 1}")
+        dense_only(predictor)
+        self.predictor, self.drafter, self.tree, self.sampler = predictor, drafter, tree, sampler
+        self.compile, self.first, self.then = compile, first, then
+        self.compiler = CallCompiler(compile, predictor.device, torch_backend)
+        self.core = decoder_core(predictor, max(tree.max_depth, 1))
+        self.state = s = FrameState(predictor)
+        device = predictor.device
+        self.query = torch.zeros(1, tree.size + 1, dtype=torch.long, device=device)
+        self.t = torch.ones(1, dtype=torch.long, device=device)
+        self.rounds = torch.zeros(1, dtype=torch.long, device=device)
+        buffers = [self.query, self.t, self.rounds] + s.buffers
+        self.round = Round.build(self.core, drafter, tree, sampler)
+        round = self.compiler.kernels(self.round)                       # compiled once, called by both loops
+        prefill = self.compiler.kernels(Prefill(self.core, sampler, self.round.drafts, self.round.index))
+        self.open = self.compiler.capture(SpeculativeFrame(prefill, RoundLoop(round, first, n)), buffers)
+        self.more = self.compiler.capture(RoundLoop(round, then, n), buffers)
+
+    @property
+    def compile_seconds(self) -> float:
+        return self.compiler.seconds
+
+    @torch.no_grad()
+    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, clock=None) -> FrameResult:
+        p, s, n = self.predictor, self.state, self.predictor.num_codes
+        self.core.refresh()
+        s.start(p, g, c0, u)
+        t, rounds = self.open(g, c0, self.query, self.t, self.rounds, s.k, s.v, s.u, s.codes).tolist()
+        reads = 1
+        _mark(clock, "call")
+        while t < n:
+            t, rounds = self.more(self.query, self.t, self.rounds, s.k, s.v, s.u, s.codes).tolist()
+            reads += 1
+            _mark(clock, "call")
+        return FrameResult(s.codes[:n].clone()[None], calls=1 + rounds, reads=reads)
+

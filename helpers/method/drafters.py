@@ -22,8 +22,9 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from helpers.method.predictor import CodePredictor, rms_norm
-from helpers.method.sampling import SamplerConfig, target_probs
+from helpers.method.predictor import CodePredictor
+from helpers.method.stack import rms_norm
+from helpers.method.round import SamplerConfig, target_probs
 
 
 def _position(t, device: torch.device) -> torch.Tensor:
@@ -36,9 +37,6 @@ class Drafter(nn.Module):
 
     kind = "reused"
     prenorm = False           # reads the residual stream r_t before the final norm (else h_t after it)
-    # drafts through `draft_weights` with the code predictor's stacked heads at a device position (a compiled or
-    # captured round, fused drafts); a drafter whose `draft_logits` takes a host int only says False
-    drafts_on_device = True
 
     def __init__(self, predictor: CodePredictor, depth: int = 3):
         super().__init__()
@@ -48,6 +46,7 @@ class Drafter(nn.Module):
         self.num_codes = predictor.num_codes
         self.hidden_size = predictor.hidden_size
         self._heads = [head.weight for head in predictor.official.lm_head]   # frozen, not our parameters
+        self._predictor = [predictor]                  # read, not registered: the predictor is not our child
         norm = predictor.official.model.norm
         self._final_norm = (norm.weight, norm.variance_epsilon)                # frozen too (a tuple: not registered)
         self.master_dtype = torch.promote_types(predictor.dtype, torch.float32)
@@ -65,15 +64,15 @@ class Drafter(nn.Module):
         return self._heads[t + j - 1].detach()
 
     def draft_weights(self, t, depth: int, heads: torch.Tensor | None = None) -> torch.Tensor:
-        """The weights [depth, H, V] (x @ W) that map h_t to the draft logits of c_{t+1..t+depth}.
+        """The weights [depth, H, V] (x @ W) that map h_t to the draft logits of c_{t+1..t+depth}, gathered on the
+        device: t an int or a [1] tensor (a compiled or captured round: no host read).
 
-        heads None: t a host int, read from the frozen heads (`head_weight`). heads: the code predictor's heads stacked
-        [P, H, V] (row i produces c_{i+1}; `FusedCore.heads`, whose rows past c15 repeat the last head), t <= 15 an int
-        or a [1] tensor on their device, gathered without a host read (a compiled round); drafts past c15 are
-        meaningless and never read (the rounds' trees are pruned at the frame's end)."""
-        if heads is None:
-            return torch.stack([self.head_weight(t, j).t() for j in range(1, depth + 1)])
-        return heads.index_select(0, _position(t, heads.device) + torch.arange(depth, device=heads.device))
+        heads: the code predictor's heads stacked [15, H, V] (row i produces c_{i+1}; `FusedCore.heads`), default
+        its own stack's (`CodePredictor.stack`). Rows past c15 repeat the last head (a clamped index): drafts past
+        the frame's end are meaningless and never read (a round masks those nodes)."""
+        heads = self._predictor[0].stack.heads if heads is None else heads
+        rows = _position(t, heads.device) + torch.arange(depth, device=heads.device)
+        return heads.index_select(0, rows.clamp(max=heads.shape[0] - 1))
 
     def draft_input(self, h: torch.Tensor, j: int) -> torch.Tensor:
         """What head H_{t+j} reads: h [n, H] (+ b_j), or norm(r + b_j) for a `prenorm` drafter (h is then r)."""
@@ -87,12 +86,8 @@ class Drafter(nn.Module):
     def draft_logits(self, h: torch.Tensor, t, depth: int | None = None,
                      heads: torch.Tensor | None = None) -> torch.Tensor:
         """Draft logits from h_t (r_t if `prenorm`), in h's dtype: the one drafting function (training, calibration,
-        every round). h [n, H] -> [n, depth, V] for c_{t+1..t+depth} (depth <= K, t + depth <= 15).
-
-        t: a host int, or with `heads` (see `draft_weights`) a [1] tensor on the device."""
+        every round). h [n, H] -> [n, depth, V] for c_{t+1..t+depth} (depth <= K); t and heads as `draft_weights`."""
         depth = self.depth if depth is None else depth
-        if heads is None and t + depth > self.num_codes:
-            raise ValueError(f"cannot draft {depth} codes after c_{t}: the frame ends at c_{self.num_codes}")
         x = torch.stack([self.draft_input(h, j) for j in range(1, depth + 1)])          # [depth, n, H]
         return torch.matmul(x, self.draft_weights(t, depth, heads).to(h.dtype)).transpose(0, 1)
 
@@ -195,7 +190,8 @@ class MedusaHeads(Drafter):
 
     def draft_weights(self, t, depth: int, heads: torch.Tensor | None = None) -> torch.Tensor:
         """The heads of start position t (an int, or a [1] tensor read without a host read), depths 1..depth, as
-        [depth, H, V] (`Drafter.draft_weights`; Medusa drafts with its own heads, never the predictor's `heads`)."""
+        [depth, H, V] (`Drafter.draft_weights`; Medusa drafts with its own heads, never the predictor's `heads`;
+        past c15 they repeat H_15)."""
         return self.heads.index_select(0, _position(t, self.heads.device) - 1)[0, :depth].transpose(-1, -2)
 
     def head_stack(self) -> torch.Tensor:
@@ -209,8 +205,7 @@ def top_candidates(drafter: Drafter, h: torch.Tensor, t, depth: int, width: int,
     """Draft, take the top m: the candidates [n, depth, width] (long, by rank) for c_{t+1..t+depth} from the states
     h [n, H] (`Drafter.draft_logits`; t and heads as there). Every round, replay, calibration and the walkthrough
     draft through here; `helpers.method.round.TreeIndex.query` packs the candidates behind a root."""
-    logits = drafter.draft_logits(h, t, depth) if heads is None else drafter.draft_logits(h, t, depth, heads)
-    return logits.topk(width, dim=-1).indices
+    return drafter.draft_logits(h, t, depth, heads).topk(width, dim=-1).indices
 
 
 DRAFTERS = {cls.kind: cls for cls in (ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads)}

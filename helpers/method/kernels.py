@@ -1,4 +1,4 @@
-"""How the fused calls (`helpers.method.fused`) multiply by their projections and heads: the weights laid out
+"""How the fused calls (`helpers.method.stack`) multiply by their projections and heads: the weights laid out
 once for one matrix kernel of the CPU.
 
 A kernel turns a weight W [N, K] (out, in; as `nn.Linear` holds it) into a callable x [..., K] -> [..., N]:
@@ -124,14 +124,6 @@ def make_linear(weight: torch.Tensor, kernel: str) -> Linear | torch.Tensor:
         return weight.detach().t().contiguous()
     check_kernel(kernel, weight.dtype, weight.device)
     return {"prepacked": _Prepacked, "w8a16": _W8A16, "w8a8": _W8A8}[kernel](weight)
-
-
-def apply(x: torch.Tensor, linear: Linear | torch.Tensor) -> torch.Tensor:
-    """x [..., K] times one laid-out weight -> [..., N] (a dense W^T [K, N]: one 2-D product over the rows, which the
-    CPU's GEMM runs faster than a batched product with a broadcast weight; else the kernel's call)."""
-    if not isinstance(linear, torch.Tensor):
-        return linear(x)
-    return torch.mm(x.reshape(-1, x.shape[-1]), linear).view(*x.shape[:-1], linear.shape[-1])
 
 
 def in_features(linear: Linear | torch.Tensor) -> int:

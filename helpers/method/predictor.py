@@ -3,8 +3,8 @@
 `CodePredictor` wraps the official `Qwen3TTSTalkerCodePredictorModelForConditionalGeneration` (and the talker's
 codec embedding, which embeds `c0`) so that a call can take any query: per-token code positions (table and RoPE
 position), an additive mask over `[cache slots, query]`, and a cache passed in and out explicitly. Its calls run the
-one decoder stack of the project (`stack`: `helpers.method.fused.core.FusedCore.layers`, the stack the decoders'
-fused calls run) over copies of the official weights laid out once; the official modules are never changed, and
+one decoder stack of the project (`stack`: `helpers.method.stack.FusedCore.layers`, the stack the decoders'
+verify calls run) over copies of the official weights laid out once; the official modules are never changed, and
 are copied to another dtype or device only where `from_talker` is asked to. Teacher forcing
 (`teacher_forced_hidden`), the ideal drafter (`helpers.method.ceiling`) and the walkthrough call it at any
 positions; the tests set it against the official forward and against a reference stack over the official modules
@@ -30,14 +30,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from helpers.method.kernels import check_kernel
-
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm over the last dim, reduced in at least float32 (the reference formula). x: [..., D] -> [..., D]."""
-    acc = torch.promote_types(x.dtype, torch.float32)
-    y = x.to(acc)
-    y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * y.to(x.dtype)
+from helpers.method.stack import FusedCore, commit_kv
 
 
 def runs(values: Sequence[int]) -> list[tuple[int, int, int]]:
@@ -49,14 +42,6 @@ def runs(values: Sequence[int]) -> list[tuple[int, int, int]]:
         else:
             out.append((i, i + 1, v))
     return out
-
-
-def commit_kv(k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor, k_new: torch.Tensor,
-              v_new: torch.Tensor) -> None:
-    """The one KV commit: keys/values k_new, v_new [L, B, kv, n, d] into cache slots [n] (a device tensor) of k, v
-    [L, B, kv, S, d], in place. The rounds write at fixed offsets with it; `KVCache.commit` appends with it."""
-    k.index_copy_(3, slots, k_new)
-    v.index_copy_(3, slots, v_new)
 
 
 @dataclass
@@ -147,9 +132,8 @@ class CodePredictor(nn.Module):
         return self.official.model.layers
 
     def new_cache(self, batch: int = 1) -> KVCache:
-        shape = (len(self.layers), batch, self.num_kv_heads, self.slots, self.head_dim)
-        return KVCache(torch.zeros(shape, dtype=self.dtype, device=self.device),
-                       torch.zeros(shape, dtype=self.dtype, device=self.device))
+        """An empty cache for `batch` frames (`FusedCore.empty_cache`)."""
+        return KVCache(*self.stack.empty_cache(batch))
 
     # ------------------------------------------------------------------ embeddings and heads
     def embed(self, tokens: torch.Tensor, code_pos: Sequence[int]) -> torch.Tensor:
@@ -179,11 +163,10 @@ class CodePredictor(nn.Module):
     # ------------------------------------------------------------------ the call
     @property
     def stack(self):
-        """The decoder stack every call of this predictor runs: a dense `helpers.method.fused.core.FusedCore` over
+        """The decoder stack every call of this predictor runs: a dense `helpers.method.stack.FusedCore` over
         its weights (copies laid out once), built on first use and refreshed when the official weights change. The
         decoders run the same stack (`FusedCore.layers`), so there is one."""
         if "dense" not in self._stack:
-            from helpers.method.fused.core import FusedCore            # a core is built over a predictor
             self._stack["dense"] = FusedCore(self, max_depth=0, kernel="dense")
         core = self._stack["dense"]
         core.refresh()

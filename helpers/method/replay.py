@@ -26,9 +26,7 @@ from itertools import islice
 import torch
 
 from helpers.method.decoding import SpeculativeDecoder
-from helpers.method.drafters import top_candidates
-from helpers.method.round import accept
-from helpers.method.sampling import frame_uniforms
+from helpers.method.round import accept, frame_uniforms, top_candidates
 
 
 @dataclass

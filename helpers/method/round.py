@@ -1,37 +1,92 @@
-"""One speculative round, written once: draft, verify, accept, commit.
+"""One speculative round, written once: draft, verify, sample, accept, commit; the AR step and both frame loops.
 
 A round is rooted at code position t: its root token is c_t, the code just sampled. With the frame's KV cache holding
 [g, c0, .., c_{t-1}] (t + 1 slots) it runs four phases, every one on the device:
 
     draft   the stop node's state h_s -> top-m candidates [D, m] for c_{s+1..s+D} (`top_candidates`, over the one
-            drafting function), packed behind the root into the next query [1, q] (`TreeIndex.query`)
-    verify  one call over the packed tree (`FusedStep`): target logits [1, q, V], the query's keys/values and states
+            drafting function `Drafter.draft_logits`), packed behind the root into the next query [1, q]
+            (`TreeIndex.query`)
+    verify  one call over the packed tree (`helpers.method.stack.FusedStep`): target logits [1, q, V], the query's
+            keys/values and states
     accept  every query token sampled at once with its own position's uniform (a depth-d token's output is
-            c_{t+d+1}, drawn with u[t + d]); a node is accepted when it and every ancestor carry their parent's
-            sample; the stop node is the deepest accepted one (`accept`)
+            c_{t+d+1}, drawn with u[t + d]; `sample`); a node is accepted when it and every ancestor carry their
+            parent's sample; the stop node is the deepest accepted one (`accept`)
     commit  the codes c_{t+1}.. of the root and the accepted path, and their keys/values, written at fixed
             offsets (`commit_kv`, `index_copy_`): entries past the stop node land in slots the next round
             overwrites before any query sees them, so nothing has a data-dependent shape
 
-Each position is sampled exactly once, from its exact conditional, with its own uniform: the codes equal the AR
-decoder's for the same uniforms (`decode_frame_ar`), however many drafts a round accepts.
+The sampler is the official sub-talker's (transformers' temperature, top-k and top-p warpers, then a categorical
+draw), drawn by inverse CDF from a uniform that belongs to the code position, not to the call: a frame's randomness
+is drawn up front, one uniform u_t per code position (`frame_uniforms`), so AR and speculative decoding consume it
+identically. Each position is sampled exactly once, from its exact conditional, with its own uniform: the codes
+equal the AR decoder's for the same uniforms, however many drafts a round accepts (docs/method.md).
 
-`Round` is the module of one (pruned) tree: the same code runs eagerly (`SpeculativeDecoder`), compiled by
-inductor, and captured as a CUDA graph (`helpers.method.compiler`). `Prefill` opens a frame (slots 0-1, c1, round
-1's query); `ARStep` is the plain call that ends it (root c_14, no tree). The batched `accept` also replays
-recorded frames (`helpers.method.replay`).
+`Round` is the module of one (pruned) tree: the same code runs eagerly, compiled by inductor, and captured as a CUDA
+graph (`helpers.method.decoding`). `Prefill` opens a frame (slots 0-1, c1, round 1's query); `ARStep` is the plain
+call (root c_t, no tree) and `ARFrame` the whole AR frame over it. `RoundLoop` runs k full-tree rounds in place and
+`SpeculativeFrame` opens a frame and runs the first k: a fixed list of kernels, so each is one captured graph, which
+`CapturedGraph` captures at its first call and replays at every later one.
 """
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
-from helpers.method.drafters import Drafter, top_candidates
-from helpers.method.fused import FusedCore, FusedStep, fusable
-from helpers.method.predictor import commit_kv
-from helpers.method.sampling import SamplerConfig, sample, target_probs
+from helpers.method.checks import positive_int
+from helpers.method.stack import FusedCore, FusedStep, commit_kv
 from helpers.method.tree import SparseTree
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """Deployed sub-talker sampling: `subtalker_top_k=50, subtalker_top_p=1.0, subtalker_temperature=0.9`."""
+
+    top_k: int = 50
+    top_p: float = 1.0
+    temperature: float = 0.9
+
+    def __post_init__(self):
+        positive_int("top_k", self.top_k)
+        if not 0.0 < float(self.top_p) <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if not float(self.temperature) > 0.0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
+
+
+def target_probs(logits: torch.Tensor, cfg: SamplerConfig) -> torch.Tensor:
+    """p = softmax(top_p(top_k(logits / T))), in at least float32. [..., V] -> [..., V]."""
+    scores = logits.to(torch.promote_types(logits.dtype, torch.float32)) / cfg.temperature
+    k = min(cfg.top_k, scores.shape[-1])
+    kth = torch.topk(scores, k, dim=-1).values[..., -1:]
+    scores = scores.masked_fill(scores < kth, float("-inf"))
+    if cfg.top_p < 1.0:
+        ordered, order = torch.sort(scores, dim=-1)                 # ascending, as transformers does
+        cum = ordered.softmax(-1).cumsum(-1)
+        drop = cum <= 1.0 - cfg.top_p
+        drop[..., -1] = False                                       # keep at least the top token
+        scores = scores.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    return scores.softmax(-1)
+
+
+def sample(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF draw in vocabulary order. probs [..., V], u [...] in [0, 1) -> tokens [...] (long)."""
+    cdf = probs.cumsum(-1)
+    x = (u.to(cdf.dtype) * cdf[..., -1]).unsqueeze(-1)
+    tokens = torch.searchsorted(cdf, x, right=True).squeeze(-1)
+    last = probs.shape[-1] - 1 - (probs.flip(-1) > 0).to(torch.int8).argmax(-1)   # never a zero-mass token
+    return torch.minimum(tokens, last)
+
+
+def frame_uniforms(generator: torch.Generator | None, num_codes: int = 15, batch: int | None = None,
+                   device=None) -> torch.Tensor:
+    """One frame's randomness: u [num_codes] (or [batch, num_codes]); column t-1 belongs to c_t."""
+    shape = (num_codes,) if batch is None else (batch, num_codes)
+    gen_device = generator.device if generator is not None else "cpu"
+    return torch.rand(shape, generator=generator, dtype=torch.float64, device=gen_device).to(device or gen_device)
 
 
 ROUND_PHASES = ("verify", "sample", "walk", "commit")       # `Round(until=...)`: the round up to a phase's end
@@ -82,31 +137,24 @@ def accept(tokens: torch.Tensor, ys: torch.Tensor, index: TreeIndex, valid: torc
     return torch.argmax(accepted.long() * index.depth, dim=-1)             # deepest accepted (root at depth 0)
 
 
-class Drafts(nn.Module):
-    """The draft phase: one state [1, H] at code position s [1] -> top-m candidates [D, m] for c_{s+1..s+D}.
-    A fusable drafter drafts on the device from the core's stacked heads; another at a host int s (eager only)."""
+def top_candidates(drafter, h: torch.Tensor, t, depth: int, width: int,
+                   heads: torch.Tensor | None = None) -> torch.Tensor:
+    """Draft, take the top m: the candidates [n, depth, width] (long, by rank) for c_{t+1..t+depth} from the states
+    h [n, H], by `helpers.method.drafters.Drafter.draft_logits` (t an int or a [1] device tensor; heads as there).
+    Every round, replay, calibration and the walkthrough draft through here; `TreeIndex.query` packs them."""
+    return drafter.draft_logits(h, t, depth, heads).topk(width, dim=-1).indices
 
-    def __init__(self, core: FusedCore, drafter: Drafter, depth: int, width: int):
+
+class Drafts(nn.Module):
+    """The draft phase: one state [1, H] at code position s [1] (a device tensor) -> top-m candidates [D, m] for
+    c_{s+1..s+D}, from the core's stacked heads (rows past c15: meaningless, never read)."""
+
+    def __init__(self, core: FusedCore, drafter, depth: int, width: int):
         super().__init__()
         self.core, self.drafter, self.depth, self.width = core, drafter, depth, width
-        self.on_device = fusable(drafter)
 
     def forward(self, state: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        if self.on_device:
-            return top_candidates(self.drafter, state, s, self.depth, self.width, self.core.heads)[0]
-        s = int(s)
-        depth = min(self.depth, self.core.num_codes - s)
-        cand = torch.zeros(self.depth, self.width, dtype=torch.long, device=state.device)   # rows past c15: unread
-        if depth > 0:
-            cand[:depth] = top_candidates(self.drafter, state, s, depth, self.width)[0]
-        return cand
-
-
-def check_device_drafter(drafter: Drafter) -> None:
-    """A clear error for a drafter that drafts only at a host int (a compiled or captured round drafts on the device)."""
-    if not fusable(drafter):
-        raise ValueError(f"compiled rounds draft with heads (+ offsets): drafter {type(drafter).__name__} drafts on "
-                         f"the host; allowed: ReusedHeads, PositionOffsets, PreNormOffsets, MedusaHeads")
+        return top_candidates(self.drafter, state, s, self.depth, self.width, self.core.heads)[0]
 
 
 class Prefill(nn.Module):
@@ -148,9 +196,10 @@ class ARStep(nn.Module):
         self.step, self.sampler = step, sampler
 
     @classmethod
-    def build(cls, core: FusedCore, sampler: SamplerConfig) -> "ARStep":
-        """The AR step over `core` (the AR verify call, q = 1): how every decoder and timing assembles one."""
-        return cls(FusedStep(core, None), sampler)
+    def build(cls, core: FusedCore, sampler: SamplerConfig, step: type = FusedStep) -> "ARStep":
+        """The AR step over `core` (the AR verify call, q = 1; step: its class, `helpers.method.views.ViewStep` for
+        the CPU's eager call): how every decoder and timing assembles one."""
+        return cls(step(core, None), sampler)
 
     def forward(self, token, k, v, t, u, codes, clock=None):
         logits, k_new, v_new = self.step(token, k, v, t, clock)[:3]
@@ -189,8 +238,8 @@ class Round(nn.Module):
     codes [15 + 1], clock=None) -> (next query [1, q], t_new [1], candidates [D, m]): the next round's root is
     c_{t_new}.
 
-    step: the verify call for this tree (`FusedStep(core, tree, None, prenorm=drafter.prenorm)`: its states are r
-    for a prenorm drafter); drafts: the draft phase. The caches, uniforms and codes are the decoder's own buffers,
+    step: the verify call for this tree (`FusedStep(core, tree, prenorm=drafter.prenorm)`: its states are r for a
+    prenorm drafter); drafts: the draft phase. The caches, uniforms and codes are the decoder's own buffers,
     written in place; codes[15] is a spare slot that takes the writes of nothing (the path past the stop node).
 
     Any root t runs on any tree, so one module (one graph) serves a whole frame: nodes whose output would lie past
@@ -199,18 +248,20 @@ class Round(nn.Module):
 
     def __init__(self, step: FusedStep, drafts: Drafts, sampler: SamplerConfig):
         super().__init__()
-        if step.tree is None or step.fused_drafts:
-            raise ValueError("a round verifies a tree without fused drafts: FusedStep(core, tree, None)")
+        if step.tree is None:
+            raise ValueError("a round verifies a tree: FusedStep(core, tree)")
         self.step, self.drafts, self.sampler = step, drafts, sampler
         self.n, self.slots = step.core.num_codes, step.core.slots
         self.index = TreeIndex(step.tree, step.core.heads.device)
         self.register_buffer("spare", torch.full((1,), self.n, device=step.core.heads.device), persistent=False)
 
     @classmethod
-    def build(cls, core: FusedCore, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig) -> "Round":
-        """The round of `tree` over `core`: its verify call (states r for a prenorm drafter) and its draft phase
-        (depth and width of the tree): how every decoder and timing assembles one."""
-        return cls(FusedStep(core, tree, None, prenorm=drafter.prenorm),
+    def build(cls, core: FusedCore, drafter, tree: SparseTree, sampler: SamplerConfig, step: type = FusedStep
+              ) -> "Round":
+        """The round of `tree` over `core`: its verify call (states r for a prenorm drafter; step: its class, as
+        `ARStep.build`) and its draft phase (depth and width of the tree): how every decoder and timing assembles
+        one."""
+        return cls(step(core, tree, prenorm=drafter.prenorm),
                    Drafts(core, drafter, tree.max_depth, max(tree.width)), sampler)
 
     def forward(self, query, k, v, t, u, codes, clock=None, until: str | None = None):
@@ -250,3 +301,78 @@ class Round(nn.Module):
         out = ix.query(ys.index_select(0, stop), cand[None])
         _mark(clock, "query")
         return out, t_new, cand
+
+
+class RoundLoop(nn.Module):
+    """`count` rounds of one full-tree `Round`, in place on the frame's buffers.
+
+    forward(query [1, q], t [1], rounds [1], k, v, u [15], codes [15 + 1]) -> status [2] = (t, rounds): the next
+    root position (15: the frame is done) and the rounds that did work so far (calls = rounds + 1, the prefill)."""
+
+    def __init__(self, round: nn.Module, count: int, num_codes: int):
+        super().__init__()
+        self.round, self.count, self.num_codes = round, count, num_codes
+
+    def forward(self, query, t, rounds, k, v, u, codes):
+        q, position, done = query, t, rounds
+        for _ in range(self.count):
+            done = done + (position < self.num_codes).long()
+            q, position, _ = self.round(q, k, v, position, u, codes)
+        query.copy_(q)
+        t.copy_(position)
+        rounds.copy_(done)
+        return torch.cat((t, rounds))
+
+
+class SpeculativeFrame(nn.Module):
+    """`Prefill` (c1 and round 1's query), then `RoundLoop`. forward(g [1, Ht], c0 [1], query, t, rounds, k, v, u,
+    codes) -> status [2] = (t, rounds), as `RoundLoop`."""
+
+    def __init__(self, prefill: Prefill, loop: RoundLoop):
+        super().__init__()
+        self.prefill, self.loop = prefill, loop
+
+    def forward(self, g, c0, query, t, rounds, k, v, u, codes):
+        q, _ = self.prefill(g, c0, k, v, u, codes)
+        query.copy_(q)
+        t.fill_(1)
+        rounds.zero_()
+        return self.loop(query, t, rounds, k, v, u, codes)
+
+
+class CapturedGraph:
+    """A module replayed from one CUDA graph, captured at its first call (the one capture: decoders and the call
+    timings). state: the decoder's buffers, passed by identity (the graph reads and writes them in place); other
+    arguments are copied into the graph's static inputs at each call; returns the static outputs. The capture runs
+    three warm-up calls on a side stream first and restores the state after them, so the first replay starts from
+    the state it was given; booked(seconds): told how long the capture took."""
+
+    def __init__(self, fn: nn.Module, state: list[torch.Tensor], booked=None):
+        self.fn, self.state, self.booked, self.graph = fn, state, booked, None
+
+    def capture(self, args: tuple) -> None:
+        start = time.perf_counter()
+        self.static = [a if any(a is s for s in self.state) else a.clone() for a in args]
+        saved = [s.clone() for s in self.state]      # warm-up calls write the state: the first replay starts over
+        stream = torch.cuda.Stream(device=args[0].device)
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream), torch.no_grad():
+            for _ in range(3):
+                self.fn(*self.static)
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph), torch.no_grad():
+            self.out = self.fn(*self.static)
+        for s, before in zip(self.state, saved):
+            s.copy_(before)
+        if self.booked is not None:
+            self.booked(time.perf_counter() - start)
+
+    def __call__(self, *args):
+        if self.graph is None:
+            self.capture(args)
+        for s, a in zip(self.static, args):
+            if s is not a:
+                s.copy_(a)
+        self.graph.replay()
+        return self.out

@@ -13,7 +13,7 @@ from helpers.method.decoding import decode_frame_ar
 from helpers.method.diagnostics import Diagnostics, diagnostics, own_head_loss, share_closed
 from helpers.method.drafters import OFFSET_KINDS, PositionOffsets, PreNormOffsets, ReusedHeads
 from helpers.method.predictor import CodePredictor
-from helpers.method.sampling import SamplerConfig, frame_uniforms
+from helpers.method.round import SamplerConfig, frame_uniforms
 from helpers.method.training import TrainConfig, train_drafter
 
 DRIFT_SPEC = TinyTalkerSpec(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, vocab_size=64,

@@ -8,7 +8,7 @@ from torch import nn
 from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import DRAFTERS, make_drafter
-from helpers.method.sampling import SamplerConfig, frame_uniforms
+from helpers.method.round import SamplerConfig, frame_uniforms
 from helpers.method.tree import SparseTree
 
 

@@ -26,7 +26,7 @@ import torch
 
 from helpers.method.decoding import FrameResult, SpeculativeDecoder
 from helpers.method.rounds import RoundRecord, round_records
-from helpers.method.sampling import frame_uniforms
+from helpers.method.round import frame_uniforms
 
 PATH_COLOR, DRAFT_COLOR, CACHE_COLOR, AR_COLOR = "#2ca02c", "#1f77b4", "0.72", "#2ca02c"
 SHOWN = 6                                  # drafts per depth drawn in Figure 3

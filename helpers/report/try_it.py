@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from helpers.method.calibration import expected_tokens_per_step, greedy_tree
-from helpers.method.sampling import SamplerConfig
+from helpers.method.round import SamplerConfig
 from helpers.report import walkthrough as toy
 from helpers.report.tables import markdown
 

@@ -18,10 +18,9 @@ import torch
 
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
-from helpers.method.drafters import make_drafter, top_candidates
+from helpers.method.drafters import make_drafter
+from helpers.method.round import SamplerConfig, accept, frame_uniforms, sample, target_probs, top_candidates
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import accept
-from helpers.method.sampling import SamplerConfig, frame_uniforms, sample, target_probs
 from helpers.method.tree import SparseTree
 
 TOY_SPEC = TinyTalkerSpec(hidden_size=16, num_heads=2, num_kv_heads=2, head_dim=8, vocab_size=4, num_code_groups=6,

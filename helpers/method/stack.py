@@ -1,0 +1,317 @@
+"""The decoder stack, written once, and the verify call over it: what the decoders run and a device exports.
+
+`FusedCore(predictor, max_depth)` holds copies of the official weights laid out once for few, cheap ops (stacked
+input tables; heads and projections transposed to [in, out], q/k/v and gate/up each stacked into one matrix; merged
+q/k norm weights; RoPE tables), rebuilt by `refresh()` when the official weights change (data pointer or version),
+and runs the stack over them (`layers`, `prefill`, `final_norm`). `CodePredictor`'s calls at any query run it too
+(dense kernel); the tests set it against the official forward and an oracle written over the official modules.
+
+`FusedStep(core, tree)` is the verify call of one tree (tree None: the AR call), one static-shape module:
+
+    forward(tokens [B, q], k [L, B, kv, S, d], v [L, B, kv, S, d], t [1] int)
+      -> logits [B, q, V]              target logits at the root and every node (before the sampler)
+         k_new, v_new [L, B, kv, q, d] keys/values of the query (the round commits the accepted path's)
+         hidden [B, q, H]              (a tree) every token's state, r before the final norm when `prenorm`
+
+`q = N + 1` is the root (`c_t`, the code just sampled) followed by the tree's nodes; `t` is the root's code position
+(1..14). Everything that depends on `t` is a row of a buffer indexed by `t` (one `index_select` each, no host read):
+the flat embedding-row offset of each token (the 15 input tables `E_1..E_15` stacked into one [15 V, H_talker]
+table), RoPE cos/sin of each token (position `t + 1 + depth`), the additive mask over [cache slots, query] (slots
+`< t + 1` visible, then the ancestor mask), and the target head of each depth group (nodes at depth `d` all use head
+`t + d`, clamped to the last). No Python control flow depends on tensor values and every tensor has rank <= 5.
+Near the frame's end a module built on the full tree runs with clamped indices; those nodes' outputs are
+meaningless and never accepted. `commit_kv` is the one KV write.
+
+The CPU's eager calls read the per-t rows as views at a host int instead, with its matrix kernels
+(`helpers.method.views`); the Core ML export adds drafts from every node (`helpers.method.export_step`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+from helpers.method.kernels import make_linear
+from helpers.method.tree import SparseTree
+
+
+def commit_kv(k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor, k_new: torch.Tensor,
+              v_new: torch.Tensor) -> None:
+    """The one KV commit: keys/values k_new, v_new [L, B, kv, n, d] into cache slots [n] (a device tensor) of k, v
+    [L, B, kv, S, d], in place. The rounds write at fixed offsets with it; `KVCache.commit` appends with it."""
+    k.index_copy_(3, slots, k_new)
+    v.index_copy_(3, slots, v_new)
+
+
+def apply(x: torch.Tensor, linear) -> torch.Tensor:
+    """x [..., K] times one laid-out weight -> [..., N]: a dense W^T [K, N] as one 2-D product over the rows (which
+    the CPU's GEMM runs faster than a batched product with a broadcast weight), else the kernel's callable
+    (`helpers.method.kernels.make_linear`)."""
+    if not isinstance(linear, torch.Tensor):
+        return linear(x)
+    return torch.mm(x.reshape(-1, x.shape[-1]), linear).view(*x.shape[:-1], linear.shape[-1])
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last dim, reduced in at least float32 (the reference formula). x: [..., D] -> [..., D]."""
+    acc = torch.promote_types(x.dtype, torch.float32)
+    y = x.to(acc)
+    y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * y.to(x.dtype)
+
+
+def rms_norm_one_kernel(x: torch.Tensor, weight2: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm as one `layer_norm` kernel: [x, -x] has mean 0 and variance mean(x^2), so the first half of its
+    layer norm is x / sqrt(mean(x^2) + eps). x [..., H], weight2 = [weight, 0] [2H] -> [..., H] (a view).
+    `rms_norm` to ~1 ulp; on CPU one kernel instead of several (~3-6 us a norm)."""
+    width = x.shape[-1]
+    return F.layer_norm(torch.cat((x, -x), -1), (2 * width,), weight2, None, eps)[..., :width]
+
+
+def _padded(weight: torch.Tensor) -> torch.Tensor:
+    """[weight, 0]: a norm weight as `rms_norm_one_kernel` takes it."""
+    weight = weight.detach()
+    return torch.cat((weight, torch.zeros_like(weight)))
+
+
+class FusedCore(nn.Module):
+    """Shared weights and tables of the fused calls of one `helpers.method.predictor.CodePredictor` (all buffers, no
+    new parameters; the predictor is read by attribute, so that it can run this stack without an import circle).
+
+    positions: RoPE tables cover positions 0..slots + max_depth + 1 (a root at c_14 plus K deeper nodes).
+    kernel: default the predictor's (`CodePredictor.kernel`): the projections and `head_linears` laid out for it
+    (`helpers.method.kernels`; the CPU's eager calls, `helpers.method.views`); `heads` stays dense [15, H, V] for
+    the gathered call.
+    """
+
+    def __init__(self, predictor: nn.Module, max_depth: int = 3, kernel: str | None = None):
+        super().__init__()
+        self.predictor = predictor
+        p = predictor
+        self.num_codes, self.slots, self.vocab = p.num_codes, p.slots, p.vocab_size
+        self.num_layers, self.nh, self.nkv, self.hd = len(p.official.model.layers), p.num_heads, p.num_kv_heads, p.head_dim
+        self.max_depth = max_depth
+        self.kernel = kernel or predictor.kernel
+        self.eps = p.official.model.layers[0].self_attn.q_norm.variance_epsilon
+        if getattr(p.config, "attention_bias", False):
+            raise ValueError("the fused call supports attention_bias=False (as Qwen3-TTS), this model has biases")
+        self._signature = None
+        self.generation = -1                  # counts rebuilds: steps rebuild their per-t tables when it moves
+        self.refresh()
+
+    # ------------------------------------------------------------------ weights
+    def _sources(self) -> list[torch.Tensor]:
+        p = self.predictor
+        heads = [h.weight for h in p.official.lm_head]
+        tables = [e.weight for e in p.official.model.codec_embedding]
+        layers = [w for layer in p.official.model.layers for w in (
+            layer.input_layernorm.weight, layer.self_attn.q_proj.weight, layer.self_attn.k_proj.weight,
+            layer.self_attn.v_proj.weight, layer.self_attn.q_norm.weight, layer.self_attn.k_norm.weight,
+            layer.self_attn.o_proj.weight, layer.post_attention_layernorm.weight, layer.mlp.gate_proj.weight,
+            layer.mlp.up_proj.weight, layer.mlp.down_proj.weight)]
+        return heads + tables + layers + [p.official.model.norm.weight, p.c0_embedding.weight]
+
+    def refresh(self) -> bool:
+        """Rebuild the copied tensors if the official weights changed since the last build. Returns rebuilt."""
+        sources = self._sources()
+        signature = (self.kernel,) + tuple((w.data_ptr(), w._version, w.dtype, w.device) for w in sources)
+        if signature == self._signature:
+            return False
+        p = self.predictor
+        dtype, device = p.dtype, p.device
+        with torch.no_grad():
+            heads = [h.weight.detach().t() for h in p.official.lm_head]
+            self.register_buffer("heads", torch.stack(heads), persistent=False)             # [15, H, V]
+            self.register_buffer("tables", torch.cat([e.weight.detach() for e in p.official.model.codec_embedding]),
+                                 persistent=False)                                   # [15 V, H_talker]
+            cos, sin = self.rope(torch.arange(self.slots + self.max_depth + 2, device=device))
+            self.register_buffer("cos", cos, persistent=False)                      # [P, d]
+            self.register_buffer("sin", sin, persistent=False)
+            # projections laid out for the kernel (dense: x @ W, W transposed and contiguous, faster than F.linear
+            # for a few rows), q/k/v and gate/up each stacked into one matrix; q/k norm weights merged
+            # [nh + nkv, d], q rows carry 1/sqrt(d)
+            kernel = self.kernel
+            self.layer_weights = [(
+                _padded(layer.input_layernorm.weight),
+                make_linear(torch.cat([m.weight.detach() for m in (a.q_proj, a.k_proj, a.v_proj)]), kernel),
+                torch.cat((a.q_norm.weight.detach().expand(self.nh, -1) * a.scaling,
+                           a.k_norm.weight.detach().expand(self.nkv, -1))),
+                make_linear(a.o_proj.weight, kernel), _padded(layer.post_attention_layernorm.weight),
+                make_linear(torch.cat((layer.mlp.gate_proj.weight.detach(), layer.mlp.up_proj.weight.detach())),
+                            kernel),
+                make_linear(layer.mlp.down_proj.weight, kernel), layer.mlp.act_fn)
+                for layer in p.official.model.layers for a in (layer.self_attn,)]
+            # the heads laid out for a non-dense kernel (the eager calls of `helpers.method.views`)
+            self._head_linears = [make_linear(h.weight, kernel) for h in p.official.lm_head] if kernel != "dense" else []
+        self._signature = signature
+        self.generation += 1
+        self.norm_weight = _padded(p.official.model.norm.weight)
+        projection = p.official.small_to_mtp_projection                  # talker width -> predictor width
+        self.project = None if isinstance(projection, nn.Identity) else projection.forward
+        self.mask_min = max(torch.finfo(dtype).min, -3.0e4)   # exp() underflows to 0 in any dtype; finite in fp16
+        self.softmax_dtype = None if dtype in (torch.float32, torch.float64) else torch.float32
+        self.prefill_cos, self.prefill_sin = self.cos[:2, None], self.sin[:2, None]
+        mask = torch.full((2, self.slots + 2), self.mask_min, dtype=dtype, device=device)
+        mask[:, self.slots:] = torch.zeros(2, 2, dtype=dtype, device=device).masked_fill(
+            ~torch.ones(2, 2, dtype=torch.bool, device=device).tril(), self.mask_min)
+        self.prefill_mask = mask
+        return True
+
+    def empty_cache(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Zero keys and values k, v [L, batch, kv, S, d] in the model's dtype, on its device."""
+        shape = (self.num_layers, batch, self.nkv, self.slots, self.hd)
+        return tuple(torch.zeros(shape, dtype=self.heads.dtype, device=self.heads.device) for _ in range(2))
+
+    def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The official RoPE tables at positions [P]: cos, sin [P, d] in the model dtype, sin sign-folded (its first
+        half negated) so that rotating is `x * cos + roll(x, d / 2) * sin`, as `layers` takes them."""
+        p = self.predictor
+        cos, sin = p.official.model.rotary_emb(torch.zeros((), dtype=p.dtype, device=p.device), positions[None])
+        half = self.hd // 2
+        return cos[0], torch.cat((-sin[0, :, :half], sin[0, :, half:]), -1)
+
+    @property
+    def head_linears(self) -> torch.Tensor | list:
+        """What the eager calls multiply by for head i (row i): the dense `heads` [15, H, V] themselves, or the
+        kernel's laid-out linears (a list, as long)."""
+        return self.heads if self.kernel == "dense" else self._head_linears
+
+    # ------------------------------------------------------------------ the decoder stack
+    def layers(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+               k_cache: torch.Tensor, v_cache: torch.Tensor, prenorm: bool = False):
+        """x [B, q, H_talker]; cos/sin [q, 1, d] (sin sign-folded); mask [1, q, S + q] additive;
+        caches [L, B, kv, S, d] -> hidden [B, q, H] (final norm applied; prenorm: r before it), k_new, v_new
+        [L, B, kv, q, d]."""
+        batch, q = x.shape[0], x.shape[1]
+        nh, nkv, hd = self.nh, self.nkv, self.hd
+        groups = nh // nkv
+        h = x if self.project is None else self.project(x)
+        k_out, v_out = [], []
+        for li, (w_in, w_qkv, w_qk, w_o, w_post, w_gate_up, w_down, act) in enumerate(self.layer_weights):
+            qkv = apply(rms_norm_one_kernel(h, w_in, self.eps), w_qkv).view(batch, q, nh + 2 * nkv, hd)
+            qk = F.rms_norm(qkv[:, :, :nh + nkv], (hd,), None, self.eps) * w_qk
+            qk = qk * cos + torch.roll(qk, hd // 2, -1) * sin                      # RoPE
+            qs = qk[:, :, :nh].reshape(batch, q, nkv, groups, hd).permute(0, 2, 3, 1, 4).reshape(
+                batch, nkv, groups * q, hd)                                          # [B, kv, g q, d]
+            ks = qk[:, :, nh:].transpose(1, 2)                                       # [B, kv, q, d]
+            vs = qkv[:, :, nh + nkv:].transpose(1, 2)
+            k_out.append(ks)
+            v_out.append(vs)
+            keys = torch.cat((k_cache[li], ks), dim=2)                               # [B, kv, S + q, d]
+            values = torch.cat((v_cache[li], vs), dim=2)
+            scores = torch.matmul(qs, keys.transpose(-1, -2)).view(batch, nkv, groups, q, -1) + mask
+            probs = torch.softmax(scores, dim=-1, dtype=self.softmax_dtype)          # [B, kv, g, q, S + q]
+            if self.softmax_dtype is not None:
+                probs = probs.to(values.dtype)
+            o = torch.matmul(probs.view(batch, nkv, groups * q, -1), values)         # [B, kv, g q, d]
+            h = h + apply(o.view(batch, nkv, groups, q, hd).permute(0, 3, 1, 2, 4).reshape(batch, q, nh * hd), w_o)
+            gate, up = apply(rms_norm_one_kernel(h, w_post, self.eps), w_gate_up).chunk(2, dim=-1)
+            h = h + apply(act(gate) * up, w_down)
+        return h if prenorm else self.final_norm(h), torch.stack(k_out), torch.stack(v_out)
+
+    def final_norm(self, r: torch.Tensor) -> torch.Tensor:
+        """The final RMSNorm: pre-norm residual r [..., H] -> h [..., H]."""
+        return rms_norm_one_kernel(r, self.norm_weight, self.eps)
+
+    def prefill(self, g: torch.Tensor, c0: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                prenorm: bool = False):
+        """[g, E0(c0)] over an empty cache (zeros, fully masked). g [B, H_talker], c0 [B]
+        -> logits of c1 [B, V], k_new, v_new [L, B, kv, 2, d], h_1 [B, H] (prenorm: r_1, before the final norm)."""
+        x = torch.cat((g[:, None].to(self.heads.dtype), self.predictor.c0_embedding(c0[:, None])), dim=1)
+        state, k, v = self.layers(x, self.prefill_cos, self.prefill_sin, self.prefill_mask, k_cache, v_cache, True)
+        r1 = state[:, 1]
+        h1 = self.final_norm(r1)
+        return apply(h1, self.head_linears[0]), k, v, r1 if prenorm else h1
+
+
+class FusedStep(nn.Module):
+    """The verify call of one tree (tree None: the AR call), see the module docstring. prenorm: a tree call's
+    `hidden` is r, before the final norm (what a prenorm drafter reads; the target rows use norm(r) = h)."""
+
+    def __init__(self, core: FusedCore, tree: SparseTree | None, prenorm: bool = False):
+        super().__init__()
+        self.core, self.tree = core, tree
+        n = core.num_codes
+        depth = tree.depth_list if tree is not None else [0]
+        self.q = len(depth)
+        self.depth = max(depth)                                                      # D
+        if self.depth > core.max_depth:
+            raise ValueError(f"tree depth {self.depth} exceeds the core's max_depth={core.max_depth}")
+        self.prenorm = bool(prenorm) and self.depth > 0
+        # depth groups: nodes are sorted by depth, so depth d occupies query[start_d:end_d]
+        self.groups = [(d, depth.index(d), len(depth) - depth[::-1].index(d)) for d in range(self.depth + 1)]
+        device = core.heads.device
+        d = torch.tensor(depth, device=device)
+        t = torch.arange(n, device=device)[:, None]                                  # rows: root position t
+        # code position of each token t + d -> row offset of its table E_{t+d} in the stacked tables
+        self.register_buffer("emb_offset", ((t + d).clamp(1, n) - 1) * core.vocab, persistent=False)   # [15, q]
+        self.register_buffer("position", t + 1 + d, persistent=False)                # [15, q] RoPE positions
+        cache_visible = (torch.arange(core.slots, device=device)[None, None] < t[:, :, None] + 1).expand(n, self.q, -1)
+        tree_mask = tree.mask.to(device) if tree is not None else torch.ones(1, 1, dtype=torch.bool, device=device)
+        visible = torch.cat((cache_visible, tree_mask[None].expand(n, -1, -1)), dim=-1)   # [15, q, S + q]
+        self.register_buffer("visible", visible, persistent=False)
+        self.register_buffer("head_index", (t + torch.arange(self.depth + 1, device=device)).clamp(max=n - 1),
+                             persistent=False)                                        # [15, D + 1]: target heads
+        self.tables()
+
+    def tables(self) -> None:
+        """Per-t float tables in the model dtype, cos/sin [15, q, 1, d] and the additive mask [15, 1, q, S + q],
+        built again when the core's weights were rebuilt (`FusedCore.generation`: its dtype or device may differ)."""
+        core = self.core
+        if self.visible.device != core.heads.device:               # the model moved since this step was built
+            self.to(core.heads.device)
+        self.cos_t = core.cos[self.position][:, :, None]
+        self.sin_t = core.sin[self.position][:, :, None]
+        self.mask_t = torch.zeros(self.visible.shape, dtype=core.cos.dtype, device=core.cos.device).masked_fill(
+            ~self.visible, core.mask_min)[:, None]
+        self.generation = core.generation
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return ("logits", "k_new", "v_new") + (("hidden",) if self.tree is not None else ())
+
+    def example_inputs(self, t: int = 1, batch: int = 1, seed: int = 0):
+        """Inputs of one call (timing, tracing, export): random tokens [B, q], a random full cache, root position
+        t [1], on the model's device and in its dtype."""
+        core = self.core
+        device, dtype = core.heads.device, core.heads.dtype
+        gen = torch.Generator(device=device).manual_seed(seed)
+        tokens = torch.randint(0, core.vocab, (batch, self.q), generator=gen, device=device)
+        shape = (core.num_layers, batch, core.nkv, core.slots, core.hd)
+        k = torch.randn(shape, generator=gen, device=device, dtype=dtype)
+        v = torch.randn(shape, generator=gen, device=device, dtype=dtype)
+        return tokens, k, v, torch.tensor([t], device=device)
+
+    def forward(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: torch.Tensor,
+                clock=None):
+        """The call at root position t [1]: every t-dependent row gathered by `index_select` (kernel 'dense'), so
+        one graph serves every t. clock: told when the layers end (`helpers.method.clock.PhaseClock`)."""
+        core = self.core
+        if core.kernel != "dense":
+            raise ValueError(f"kernel {core.kernel!r} runs in the CPU's eager call (`helpers.method.views.ViewStep`); "
+                             "the gathered call (tracing, export, compilation, CUDA) needs kernel 'dense'")
+        if self.generation != core.generation:
+            self.tables()
+        t = t.reshape(1)
+        emb_offset = self.emb_offset.index_select(0, t)
+        cos, sin = self.cos_t.index_select(0, t)[0], self.sin_t.index_select(0, t)[0]
+        mask = self.mask_t.index_select(0, t)[0]                                           # [1, q, S + q]
+        heads = core.heads.index_select(0, self.head_index.index_select(0, t)[0])         # [D + 1, H, V]
+        return self.call(tokens, k_cache, v_cache, emb_offset, cos, sin, mask, [heads[i] for i in range(self.depth + 1)],
+                         clock)
+
+    def call(self, tokens, k_cache, v_cache, emb_offset, cos, sin, mask, heads, clock=None):
+        """The call over one root position's rows: heads, the target head of each depth group ([H, V] dense rows
+        or the kernel's linears)."""
+        core = self.core
+        x = F.embedding(tokens + emb_offset, core.tables)                                 # [B, q, H_talker]
+        state, k_new, v_new = core.layers(x, cos, sin, mask, k_cache, v_cache, self.prenorm)   # h, or r (prenorm)
+        if clock is not None:
+            clock("layers")
+        hidden = core.final_norm(state) if self.prenorm else state
+        logits = [apply(hidden[:, s:e], w) for (_, s, e), w in zip(self.groups, heads)]    # per depth group
+        logits = logits[0] if len(logits) == 1 else torch.cat(logits, dim=1)              # [B, q, V]
+        if self.tree is None:
+            return logits, k_new, v_new
+        return logits, k_new, v_new, state
