@@ -1,6 +1,6 @@
 """The tests' oracle: the code predictor's decoder stack written over the official modules as they are.
 
-`CodePredictor` runs the project's one decoder stack (`helpers.method.fused.core.FusedCore.layers`, weight copies
+`CodePredictor` runs the project's one decoder stack (`helpers.method.stack.FusedCore.layers`, weight copies
 laid out for few ops). This is the same computation in the plainest form (the official modules' own projections,
 norms per head, RoPE by `rotate_half`), with RMSNorm and softmax in at least float32, so that the tests can set the
 stack against an independent writing of it at any query, mask and cache: `reference_forward`, and `query` /

@@ -1,5 +1,6 @@
-"""The speculative frame in few graphs (`helpers.method.frame`): the AR codes for the same uniforms (float64), the
-same calls as the eager speculative decoder, and one host read for a frame that fits the first graph.
+"""The speculative frame in few graphs (`helpers.method.decoding.FrameSpeculative`): the AR codes for the same
+uniforms (float64), the same calls as the eager speculative decoder, and one host read for a frame that fits the
+first graph.
 
 Its rounds run the full tree at every root (masked past c15) where the eager decoder prunes it: both walk the
 same accepted paths, so the calls agree frame by frame. Eager modules ("none") on both tiny shapes and every

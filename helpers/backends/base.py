@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.method.decoding import ARDecoder
+from helpers.method.decoding import ARDecoder, decoder_core
 from helpers.method.stack import FusedCore
 from helpers.method.predictor import CodePredictor
 from helpers.adapter.synthesis import Synthesis, synthesize
@@ -67,10 +67,10 @@ class Backend:
 
     @cached_property
     def core(self) -> FusedCore:
-        """The fused weight copies of `predictor`, deep enough for any tree, built on first use and held by the
-        backend: its AR synthesis runs on them and decoders built with `core=backend.core` share them (one copy per
-        backend, however many syntheses and decoders)."""
-        return FusedCore(self.predictor, max_depth=self.predictor.num_codes - 1)
+        """The fused weight copies of `predictor`, deep enough for any tree (`decoder_core`: for a dense predictor
+        its own stack, the copies its calls run): its AR synthesis runs on them and decoders built with
+        `core=backend.core` share them (one copy per backend, however many syntheses and decoders)."""
+        return decoder_core(self.predictor, self.predictor.num_codes - 1)
 
     @property
     def codebook_sizes(self) -> list[int]:

@@ -79,10 +79,11 @@ def check_tree(predictor: CodePredictor, drafter: Drafter, tree: SparseTree) -> 
 
 def decoder_core(predictor: CodePredictor, max_depth: int, core: FusedCore | None = None) -> FusedCore:
     """A decoder's fused core: `core` where one is given (weight copies shared with other decoders of `predictor`;
-    its max_depth must cover the decoder's trees), refreshed (the model may have moved since its last frame), else a
-    new one of `max_depth`."""
+    its max_depth must cover the decoder's trees), refreshed (the model may have moved since its last frame); else
+    the predictor's own stack (`CodePredictor.stack`: one copy of the weights for its calls and all its dense
+    decoders), or for a deployment kernel a new core of `max_depth`."""
     if core is None:
-        return FusedCore(predictor, max_depth=max_depth)
+        return predictor.stack if predictor.kernel == "dense" else FusedCore(predictor, max_depth=max_depth)
     if core.predictor is not predictor:
         raise ValueError("the shared core belongs to another predictor; a decoder's core is its predictor's")
     if core.max_depth < max_depth:
@@ -250,7 +251,7 @@ def frame_decoders(predictor: CodePredictor, drafter: Drafter, trees: dict, samp
                    ) -> tuple[ARDecoder, dict]:
     """The eager decoders a comparison runs side by side, all over one fused core (one weight copy): an `ARDecoder`
     and a `SpeculativeDecoder` per tree. trees {N: SparseTree} -> (ar, {N: decoder})."""
-    core = FusedCore(predictor, max_depth=max([1] + [tree.max_depth for tree in trees.values()]))
+    core = decoder_core(predictor, max([1] + [tree.max_depth for tree in trees.values()]))
     return ARDecoder(predictor, core), {n: SpeculativeDecoder(predictor, drafter, tree, sampler, core=core)
                                         for n, tree in trees.items()}
 
@@ -277,7 +278,7 @@ class CompiledAR:
         self.predictor, self.sampler = predictor, sampler
         dense_only(predictor)
         self.compiler = CallCompiler(compile, predictor.device, torch_backend)
-        self.core = FusedCore(predictor, max_depth=0)
+        self.core = decoder_core(predictor, 0)
         self.state = FrameState(predictor)
         buffers = self.state.buffers
         prefill, step = Prefill(self.core, sampler), ARStep.build(self.core, sampler)

@@ -167,7 +167,7 @@ class CodePredictor(nn.Module):
         its weights (copies laid out once), built on first use and refreshed when the official weights change. The
         decoders run the same stack (`FusedCore.layers`), so there is one."""
         if "dense" not in self._stack:
-            self._stack["dense"] = FusedCore(self, max_depth=0, kernel="dense")
+            self._stack["dense"] = FusedCore(self, kernel="dense")
         core = self._stack["dense"]
         core.refresh()
         return core

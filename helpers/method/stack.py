@@ -79,19 +79,20 @@ class FusedCore(nn.Module):
     """Shared weights and tables of the fused calls of one `helpers.method.predictor.CodePredictor` (all buffers, no
     new parameters; the predictor is read by attribute, so that it can run this stack without an import circle).
 
-    positions: RoPE tables cover positions 0..slots + max_depth + 1 (a root at c_14 plus K deeper nodes).
+    max_depth: the deepest tree its calls take (default 14, any), its RoPE tables covering positions
+    0..slots + max_depth + 1 (a root at c_14 plus that many deeper nodes).
     kernel: default the predictor's (`CodePredictor.kernel`): the projections and `head_linears` laid out for it
     (`helpers.method.kernels`; the CPU's eager calls, `helpers.method.views`); `heads` stays dense [15, H, V] for
     the gathered call.
     """
 
-    def __init__(self, predictor: nn.Module, max_depth: int = 3, kernel: str | None = None):
+    def __init__(self, predictor: nn.Module, max_depth: int | None = None, kernel: str | None = None):
         super().__init__()
         self.predictor = predictor
         p = predictor
         self.num_codes, self.slots, self.vocab = p.num_codes, p.slots, p.vocab_size
         self.num_layers, self.nh, self.nkv, self.hd = len(p.official.model.layers), p.num_heads, p.num_kv_heads, p.head_dim
-        self.max_depth = max_depth
+        self.max_depth = p.num_codes - 1 if max_depth is None else max_depth
         self.kernel = kernel or predictor.kernel
         self.eps = p.official.model.layers[0].self_attn.q_norm.variance_epsilon
         if getattr(p.config, "attention_bias", False):
