@@ -91,7 +91,8 @@ class FusedCore(nn.Module):
         self.predictor = predictor
         p = predictor
         self.num_codes, self.slots, self.vocab = p.num_codes, p.slots, p.vocab_size
-        self.num_layers, self.nh, self.nkv, self.hd = len(p.official.model.layers), p.num_heads, p.num_kv_heads, p.head_dim
+        self.num_layers, self.nh, self.nkv, self.hd = (len(p.official.model.layers), p.num_heads, p.num_kv_heads,
+                                                       p.head_dim)
         self.max_depth = p.num_codes - 1 if max_depth is None else max_depth
         self.kernel = kernel or predictor.kernel
         self.eps = p.official.model.layers[0].self_attn.q_norm.variance_epsilon
