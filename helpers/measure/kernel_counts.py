@@ -44,13 +44,13 @@ def kernel_counts(predictor: CodePredictor, drafter: Drafter, trees: dict[int, S
     out["prefill"] = _count(lambda: ar.prefill(g[:1], c0[:1], s.k, s.v, s.u, s.codes)).kernels
     token = torch.zeros(1, 1, dtype=torch.long, device=predictor.device)
     out["ar_step"] = _count(lambda: ar.step(token, s.k, s.v, s.ts[1], s.u, s.codes)).kernels
-    decoders = {"ar_eager": ARDecoder(predictor), "ar_frame": CompiledAR(predictor, sampler, "none")}
+    decoders = {"ar_eager": ARDecoder(predictor, views=False), "ar_frame": CompiledAR(predictor, sampler, "none")}
     for n, tree in trees.items():
         frame = FrameSpeculative(predictor, drafter, tree, sampler, "none", first=first.get(n, 6))
         rnd = frame.round
         query = torch.zeros(1, tree.size + 1, dtype=torch.long, device=predictor.device)
         out["rounds"][n] = _count(lambda: rnd(query, s.k, s.v, s.ts[1], s.u, s.codes)).kernels
-        decoders[f"spec{n}"] = SpeculativeDecoder(predictor, drafter, tree, sampler)
+        decoders[f"spec{n}"] = SpeculativeDecoder(predictor, drafter, tree, sampler, views=False)   # as on a GPU
         decoders[f"spec{n}_frame"] = frame
     for name, dec in decoders.items():
         if isinstance(dec, ARDecoder):

@@ -41,6 +41,7 @@ from helpers.method.stack import FusedCore, FusedStep, commit_kv
 from helpers.method.tree import SparseTree
 
 
+# ------------------------------------------------------------------ the sampler
 @dataclass(frozen=True)
 class SamplerConfig:
     """Deployed sub-talker sampling: `subtalker_top_k=50, subtalker_top_p=1.0, subtalker_temperature=0.9`."""
@@ -89,6 +90,7 @@ def frame_uniforms(generator: torch.Generator | None, num_codes: int = 15, batch
     return torch.rand(shape, generator=generator, dtype=torch.float64, device=gen_device).to(device or gen_device)
 
 
+# ------------------------------------------------------------------ the round
 ROUND_PHASES = ("verify", "sample", "walk", "commit")       # `Round(until=...)`: the round up to a phase's end
 
 
@@ -303,6 +305,7 @@ class Round(nn.Module):
         return out, t_new, cand
 
 
+# ------------------------------------------------------------------ k rounds per graph, and the graph
 class RoundLoop(nn.Module):
     """`count` rounds of one full-tree `Round`, in place on the frame's buffers.
 
