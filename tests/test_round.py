@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from drafting import TREES
-from helpers.method.predictor import commit_kv
+from helpers.method.stack import commit_kv
 from helpers.method.round import TreeIndex, accept
 
 
