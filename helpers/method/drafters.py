@@ -72,7 +72,8 @@ class Drafter(nn.Module):
         the frame's end are meaningless and never read (a round masks those nodes)."""
         heads = self._predictor[0].stack.heads if heads is None else heads
         rows = _position(t, heads.device) + torch.arange(depth, device=heads.device)
-        return heads.index_select(0, rows.clamp(max=heads.shape[0] - 1))
+        last = torch.full_like(rows, heads.shape[0] - 1)              # `minimum`, not `clamp`: integer in Core ML
+        return heads.index_select(0, torch.minimum(rows, last))
 
     def draft_input(self, h: torch.Tensor, j: int) -> torch.Tensor:
         """What head H_{t+j} reads: h [n, H] (+ b_j), or norm(r + b_j) for a `prenorm` drafter (h is then r)."""
