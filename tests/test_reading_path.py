@@ -4,7 +4,8 @@ decoders decode a frame, eagerly and as a captured graph runs them, their files 
 A reader who follows one round, eager and captured, reads every function the frame runs (not the constructors,
 which build the modules once): the decoder's loop, the round's phases, the verify call and the stack, the drafter
 and the sampler. The tracer records them (`sys.settrace`: each function whose code lies under `helpers/`, nested
-comprehensions inside their function counted once), on the device path: the gathered `FusedStep` (`views=False`),
+comprehensions inside their function counted once; the frame's argument check, `CodePredictor.check_codes`, is
+input validation, not the method, and left out), on the device path: the gathered `FusedStep` (`views=False`),
 as a GPU runs the eager round, and `FrameSpeculative`'s modules, the ones a CUDA graph captures and replays, run
 eagerly (no GPU here: what a GPU adds to them, the replay `CapturedGraph.__call__`, is counted from its source).
 The CPU's eager call (`helpers.method.views`) is a deployment of its own, measured apart.
@@ -26,6 +27,7 @@ from helpers.method.round import CapturedGraph, SamplerConfig, frame_uniforms
 
 HELPERS = Path(__file__).resolve().parent.parent / "helpers"
 MAX_FILES, MAX_LINES = 4, 700
+INPUT_CHECKS = {"CodePredictor.check_codes"}          # validates the caller's codes: not a step of the round
 
 
 def reading_path(*runs) -> dict[str, int]:
@@ -33,8 +35,9 @@ def reading_path(*runs) -> dict[str, int]:
     codes = set()
 
     def tracer(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename.startswith(str(HELPERS)):
-            codes.add(frame.f_code)
+        code = frame.f_code
+        if event == "call" and code.co_filename.startswith(str(HELPERS)) and code.co_qualname not in INPUT_CHECKS:
+            codes.add(code)
 
     sys.settrace(tracer)
     try:

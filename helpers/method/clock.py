@@ -3,8 +3,8 @@
 Phases of an AR step: layers, heads (the rest of the call: logits), commit (KV), sample. Of a speculative
 round (`helpers.method.round`): layers, heads (target logits), sample (all q tokens), walk (the tree, on the
 device), commit (the accepted path's codes and KV), query (the next round's drafts from the stop node). Per frame,
-once: prefill (and round 1's drafts). The default `no_clock` books nothing; `PhaseClock` books the seconds
-since the previous mark to the phase named (`helpers.measure.profile` reads it).
+once: prefill (and round 1's drafts). The decoders take clock=None (nothing booked) or a `PhaseClock`, which books
+the seconds since the previous mark to the phase named (`helpers.measure.profile` reads it).
 """
 
 from __future__ import annotations
@@ -13,10 +13,6 @@ import time
 
 AR_PHASES = ("layers", "heads", "commit", "sample")
 ROUND_PHASES = ("query", "layers", "heads", "sample", "walk", "commit")
-
-
-def no_clock(phase: str) -> None:
-    """The decoders' default clock: books nothing."""
 
 
 class PhaseClock:

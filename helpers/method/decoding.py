@@ -28,8 +28,7 @@ import torch
 from helpers.method.compiler import CallCompiler
 from helpers.method.drafters import Drafter
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import (ARFrame, ARStep, Prefill, Round, RoundLoop, SamplerConfig, SpeculativeFrame,
-                                  _mark)
+from helpers.method.round import ARFrame, ARStep, Prefill, Round, RoundLoop, SamplerConfig, SpeculativeFrame, mark
 from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.tree import SparseTree
 from helpers.method.views import ViewStep
@@ -57,9 +56,7 @@ def _check_frame_inputs(predictor: CodePredictor, g: torch.Tensor, c0: torch.Ten
         raise ValueError(f"expected g [B, H] and c0 [B], got {tuple(g.shape)} and {tuple(c0.shape)}")
     if tuple(u.shape) != (g.shape[0], predictor.num_codes):
         raise ValueError(f"expected uniforms [B={g.shape[0]}, {predictor.num_codes}], got {tuple(u.shape)}")
-    vocab = predictor.c0_embedding.num_embeddings
-    if not bool(((c0 >= 0) & (c0 < vocab)).all()):
-        raise ValueError(f"c0 {c0.tolist()} has a code outside the vocabulary: allowed 0..{vocab - 1}")
+    predictor.check_codes(c0[:, None], first_pos=0)
 
 
 def step_type(predictor: CodePredictor, views: bool | None) -> type:
@@ -96,9 +93,9 @@ class ARDecoder:
     """The reference AR loop, eager, any kernel, any batch: the one AR loop (`ARFrame`: prefill [g, c0], then one AR
     call, the fused module at q = 1, per code) run on fresh buffers of the frames' batch.
 
-    Build it once and call `decode_frame` per frame: its core (weight copies, `FusedCore`) is built here, the loop's
-    modules once per sampler; core: one to share with other decoders of `predictor` (`decoder_core`). The core
-    refreshes at every frame if the official weights changed. views: the step's class (`step_type`)."""
+    Build it once and call `decode_frame` per frame: the loop's modules are built once per sampler, over a core
+    (weight copies, `FusedCore`): `core` where one is given, else `decoder_core`'s (for a dense predictor its own
+    stack). The core refreshes at every frame if the official weights changed. views: the step's class (`step_type`)."""
 
     def __init__(self, predictor: CodePredictor, core: FusedCore | None = None, views: bool | None = None):
         self.predictor = predictor
@@ -131,8 +128,8 @@ class ARDecoder:
 
 def decode_frame_ar(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig,
                     u: torch.Tensor, clock=None) -> FrameResult:
-    """Autoregressive c1..c15 by a new `ARDecoder(predictor)` (one copy of the weights per call: a loop over frames
-    builds one `ARDecoder` and calls its `decode_frame`). g [B, H], c0 [B], u [B, 15]; clock as there."""
+    """Autoregressive c1..c15 by a new `ARDecoder(predictor)` (its modules built per call: a loop over frames builds
+    one `ARDecoder` and calls its `decode_frame`). g [B, H], c0 [B], u [B, 15]; clock as there."""
     return ARDecoder(predictor).decode_frame(g, c0, sampler, u, clock)
 
 
@@ -175,7 +172,8 @@ class SpeculativeDecoder:
     distinct pruned tree (the tree pruned at depth 14 - t for a root at c_t; the plain `ARStep` at t = 14).
     compile: "none" (eager: any kernel), "inductor" or "cuda_graph" (kernel 'dense'); torch_backend: torch.compile's
     backend (tests: "aot_eager"). core: a `FusedCore` of `predictor` to share (weight copies) with its other
-    decoders (`decoder_core`); default: the decoder's own. views: eager only, the step's class (`step_type`)."""
+    decoders; default: `decoder_core`'s (for a dense predictor its own stack). views: eager only, the step's class
+    (`step_type`)."""
 
     def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig,
                  compile: str = "none", torch_backend: str | None = None, core: FusedCore | None = None,
@@ -226,7 +224,7 @@ class SpeculativeDecoder:
         eager = self.compile == "none"
         phases = {"clock": clock} if eager else {}
         query, cand = self.prefill(g, c0, s.k, s.v, s.u, s.codes, **phases)                 # [1, q(t = 1)], [D, m]
-        _mark(clock, "prefill")
+        mark(clock, "prefill")
         t, calls, reads, accepted, drafts = 1, 1, 0, [], []
         while t < n:
             q = query[:, :self.q[t]]
@@ -241,7 +239,7 @@ class SpeculativeDecoder:
                 query = self.calls[t](q, s.k, s.v, s.ts[t], s.u, s.codes, **phases)
                 t_next = t + 1
             if not eager:
-                _mark(clock, "call")
+                mark(clock, "call")
             accepted.append(t_next - t - 1)
             t, calls = t_next, calls + 1
         return FrameResult(s.codes[:n].clone()[None], calls, accepted, drafts, reads=reads)
@@ -300,7 +298,7 @@ class CompiledAR:
         self.core.refresh()
         s.start(p, g, c0, u)
         self.call(g, c0, s.k, s.v, s.u, s.codes)
-        _mark(clock, "call")
+        mark(clock, "call")
         return FrameResult(s.codes[:p.num_codes].clone()[None], calls=p.num_codes, reads=0)
 
 
@@ -357,10 +355,10 @@ class FrameSpeculative:
         s.start(p, g, c0, u)
         t, rounds = self.open(g, c0, self.query, self.t, self.rounds, s.k, s.v, s.u, s.codes).tolist()
         reads = 1
-        _mark(clock, "call")
+        mark(clock, "call")
         while t < n:
             t, rounds = self.more(self.query, self.t, self.rounds, s.k, s.v, s.u, s.codes).tolist()
             reads += 1
-            _mark(clock, "call")
+            mark(clock, "call")
         return FrameResult(s.codes[:n].clone()[None], calls=1 + rounds, reads=reads)
 

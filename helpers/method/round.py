@@ -94,7 +94,8 @@ def frame_uniforms(generator: torch.Generator | None, num_codes: int = 15, batch
 ROUND_PHASES = ("verify", "sample", "walk", "commit")       # `Round(until=...)`: the round up to a phase's end
 
 
-def _mark(clock, phase: str) -> None:
+def mark(clock, phase: str) -> None:
+    """Tell `clock` (a `helpers.method.clock.PhaseClock`, or None: nothing) that `phase` ended."""
     if clock is not None:
         clock(phase)
 
@@ -205,12 +206,12 @@ class ARStep(nn.Module):
 
     def forward(self, token, k, v, t, u, codes, clock=None):
         logits, k_new, v_new = self.step(token, k, v, t, clock)[:3]
-        _mark(clock, "heads")
+        mark(clock, "heads")
         commit_kv(k, v, t + 1, k_new, v_new)
-        _mark(clock, "commit")
+        mark(clock, "commit")
         c = sample(target_probs(logits[:, 0], self.sampler), u.index_select(-1, t).reshape(-1))   # [B]
         codes.index_copy_(-1, t, c.view(codes.shape[:-1] + (1,)))
-        _mark(clock, "sample")
+        mark(clock, "sample")
         return c[:, None]
 
 
@@ -229,7 +230,7 @@ class ARFrame(nn.Module):
     def forward(self, g, c0, k, v, u, codes, clock=None):
         phases = {} if clock is None else {"clock": clock}
         token = self.prefill(g, c0, k, v, u, codes, **phases)
-        _mark(clock, "prefill")
+        mark(clock, "prefill")
         for t in range(1, self.num_codes):
             token = self.step(token, k, v, self.positions[t], u, codes, **phases)
         return token
@@ -274,19 +275,19 @@ class Round(nn.Module):
         t_at = t.clamp(max=n - 1)                                                                # a row that exists
         # verify: target logits [1, q, V], the query's keys/values [L, 1, kv, q, d], states [1, q, H]
         logits, k_new, v_new, state = self.step(query, k, v, t_at, clock)
-        _mark(clock, "heads")
+        mark(clock, "heads")
         if until == "verify":
             return logits
         # accept: every token's sample (a depth-d token's output is c_{t+d+1}, drawn with u[t + d]), the walk
         position = t_at + ix.depth                                                               # [q]
         ys = sample(target_probs(logits[0], self.sampler), u.index_select(0, position.clamp(max=n - 1)))
-        _mark(clock, "sample")
+        mark(clock, "sample")
         if until == "sample":
             return ys
         stop = accept(query, ys[None], ix, position < n)                                         # [1]
         path = ix.paths.index_select(0, stop)[0]                                                 # [D + 1]
         depth = ix.depth.index_select(0, stop)                                                   # [1]
-        _mark(clock, "walk")
+        mark(clock, "walk")
         if until == "walk":
             return stop
         # commit: c_{t+1}.. of the root and the accepted path (the rest into the spare slot), and their keys/values
@@ -295,13 +296,13 @@ class Round(nn.Module):
         commit_kv(k, v, (t_at + 1 + ix.steps).clamp(max=self.slots - 1), k_new.index_select(3, path),
                   v_new.index_select(3, path))
         t_new = t + (depth + 1) * live
-        _mark(clock, "commit")
+        mark(clock, "commit")
         if until == "commit":
             return t_new
         # draft: the next round's candidates from the stop node's state
         cand = self.drafts(state[0].index_select(0, stop), t_new)                               # [D, m]
         out = ix.query(ys.index_select(0, stop), cand[None])
-        _mark(clock, "query")
+        mark(clock, "query")
         return out, t_new, cand
 
 
