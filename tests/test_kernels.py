@@ -115,6 +115,39 @@ def test_fused_calls_on_a_kernel_track_the_dense_calls(kernel, drafter_kind):
             assert (drafts[0] == drafts[1]).float().mean() > 0.9
 
 
+def test_w8a8_rows_do_not_depend_on_the_other_rows():
+    """One activation scale per row: each row of a call over many rows is the one-row call's, bit for bit, and its
+    quantisation is the row's own symmetric int8 grid (max|x| / 127)."""
+    w = _weight(4, shape=(48, 64))
+    linear = make_linear(w, "w8a8")
+    x = torch.randn(9, 64, generator=torch.Generator().manual_seed(5))
+    x[3] *= 1000.0                                                  # a loud row must not move the quiet ones
+    x[5] = 0.0                                                      # a silent row stays finite
+    rows = linear(x)
+    for i in range(9):
+        assert torch.equal(linear(x[i:i + 1])[0], rows[i]), i
+    assert torch.equal(rows[5], torch.zeros(48))
+    if not linear.reduce_range:                                     # 8 bits where the CPU has VNNI
+        w8, scale = int8_per_channel(w)
+        peak = x.abs().amax(-1, keepdim=True).clamp_min(1e-30)
+        expected = (torch.round(x / peak * 127) @ w8.float().t()) * (peak / 127) * scale
+        assert torch.allclose(rows, expected, rtol=1e-5, atol=1e-6 * float(expected.abs().max()))
+
+
+def test_w8a8_speculation_is_lossless():
+    """Row-independent calls: the speculative codes are the w8a8 AR codes, frame for frame, on the same uniforms."""
+    predictor = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=torch.float32)).with_kernel("w8a8")
+    sampler = SamplerConfig(temperature=0.9)
+    decoder = SpeculativeDecoder(predictor, make_drafter("reused", predictor, 3), TREES["sparse16"], sampler)
+    g, c0 = random_frame_inputs(SPEC.talker_hidden_size, SPEC.talker_vocab_size, 40, torch.Generator().manual_seed(6),
+                                torch.float32)
+    u = frame_uniforms(torch.Generator().manual_seed(7), batch=40)
+    for j in range(40):
+        ar = decode_frame_ar(predictor, g[j:j + 1], c0[j:j + 1], sampler, u[j:j + 1])
+        spec = decoder.decode_frame(g[j:j + 1], c0[j:j + 1], u[j:j + 1])
+        assert torch.equal(spec.codes, ar.codes), j
+
+
 def _codes(decode, n, seed):
     g, c0 = random_frame_inputs(SPEC.talker_hidden_size, SPEC.talker_vocab_size, 1, torch.Generator().manual_seed(0),
                                 torch.float32)                           # one frame n times: its own distribution

@@ -35,7 +35,8 @@ FILES = ("talker.json", "talker.safetensors", "drafters.safetensors", "calibrati
 @dataclass
 class InnerLoopPack:
     """A loaded pack: predictor (float32 unless asked), drafters {kind: Drafter}, tables {kind: a [K, width]},
-    trees {kind: {N: SparseTree}}, main (the run's main drafter), sampler, g [F, Ht], c0 [F]."""
+    trees {kind: {N: SparseTree}}, main (the run's main drafter), sampler, g [F, Ht], c0 [F], and the official
+    talker the predictor runs."""
 
     predictor: CodePredictor
     drafters: dict[str, Drafter]
@@ -45,6 +46,7 @@ class InnerLoopPack:
     sampler: SamplerConfig
     g: torch.Tensor
     c0: torch.Tensor
+    talker: torch.nn.Module
 
 
 def write_pack(params: str, out: str | Path, frames: int = 100) -> Path:
@@ -110,7 +112,7 @@ def load_pack(folder: str | Path, device: str | torch.device = "cpu", dtype: tor
              for k, by_n in cal["trees"].items()}
     frames = load_tensors(folder / "frames.safetensors")
     return InnerLoopPack(predictor, drafters, tables, trees, cal["main"], SamplerConfig(**cal["sampler"]),
-                         frames["g"].to(device, dtype), frames["c0"].to(device))
+                         frames["g"].to(device, dtype), frames["c0"].to(device), talker)
 
 
 def main(argv=None) -> None:

@@ -10,11 +10,15 @@ A kernel turns a weight W [N, K] (out, in; as `nn.Linear` holds it) into a calla
   because dense bfloat16 re-lays W on every call. bfloat16 model, CPU.
 - "w8a16": int8 weights with one bfloat16 scale per output channel (symmetric, scale = max|W_n| / 127), bfloat16
   activations (`aten._weight_int8pack_mm`): the paper's W8A16. bfloat16 model, CPU.
-- "w8a8": int8 weights per output channel and activations quantised per call (fbgemm's dynamic linear,
-  `quantized.linear_dynamic`, float32 in and out). float32 model, CPU. Where the CPU has no VNNI dot products
-  (an AVX2-only CPU), fbgemm sums pairs of u8 x s8 products in 16 bits, which saturate with 8-bit activations, so
-  activations are quantised to 7 bits there (`reduce_range`): measured on an AVX2 EPYC, 8 bits put the fused call
-  0.5 (relative) away from the dense one and made the speculative codes' distribution differ from the AR codes'.
+- "w8a8": int8 weights per output channel and int8 activations with one scale per row (symmetric, max|x_m| / 127),
+  through fbgemm's dynamic linear (`quantized.linear_dynamic`, float32 in and out). fbgemm picks one activation
+  scale per call from the call's range; each row is divided by its max|x_m| and two constant columns (+1 and
+  -128/127, against zero weight columns) pin that range, so the call quantises every row on the grid of its own
+  symmetric int8 scale and a row's result never depends on the call's other rows: a verify call's rows are its AR
+  calls' rows, bit for bit, and speculation is lossless (tests/test_kernels.py). float32 model, CPU. Where the CPU
+  has no VNNI dot products (an AVX2-only CPU), fbgemm sums pairs of u8 x s8 products in 16 bits, which saturate
+  with 8-bit activations, so activations are quantised to 7 bits there (`reduce_range`, pinned by +1 and -64/63):
+  measured on an AVX2 EPYC, 8 bits put the fused call 0.5 (relative) away from the dense one.
 
 A kernel the CPU cannot run is refused with the reason (`unsupported`): oneDNN's bfloat16 reorder behind
 "prepacked" needs AVX-512 (BW, VL, DQ) or AVX-NE-CONVERT.
@@ -104,17 +108,30 @@ class _W8A16:
 
 class _W8A8:
     def __init__(self, weight: torch.Tensor):
-        self.in_features = weight.shape[1]
+        self.in_features = k = weight.shape[1]
         self.reduce_range = not torch.cpu._is_vnni_supported()     # 7-bit activations: see the module's docstring
+        half = 64 if self.reduce_range else 128                    # the grid: q = 127 x + 128 (7 bits: 63 x + 64)
+        self.pins = (1.0, -half / (half - 1))                      # the call's range, whatever its rows
         w8, scale = int8_per_channel(weight)
+        w8 = torch.cat((w8, torch.zeros(w8.shape[0], 2, dtype=torch.int8)), dim=1)    # the pins meet zero weights
         with warnings.catch_warnings():                 # quantised tensors are deprecated; fbgemm's kernel is not gone
             warnings.filterwarnings("ignore", message=".*quantize_per_tensor, torch.quantize_per_channel.*")
             q = torch._make_per_channel_quantized_tensor(w8, scale.double(),
                                                          torch.zeros_like(scale, dtype=torch.long), 0)
             self.packed = torch.ops.quantized.linear_prepack(q, None)
+        self.inputs: dict[int, torch.Tensor] = {}                 # rows -> [rows, K + 2], the pins in place
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.quantized.linear_dynamic(x, self.packed, self.reduce_range)
+        rows = x.reshape(-1, self.in_features)
+        buffer = self.inputs.get(rows.shape[0])
+        if buffer is None:
+            buffer = torch.empty(rows.shape[0], self.in_features + 2, device="cpu")
+            buffer[:, self.in_features:] = torch.tensor(self.pins, device="cpu")
+            self.inputs[rows.shape[0]] = buffer
+        peak = torch.linalg.vector_norm(rows, float("inf"), -1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
+        torch.div(rows, peak, out=buffer[:, :self.in_features])
+        out = torch.ops.quantized.linear_dynamic(buffer, self.packed, self.reduce_range).mul_(peak)
+        return out.view(*x.shape[:-1], out.shape[-1])
 
 
 def make_linear(weight: torch.Tensor, kernel: str) -> Linear | torch.Tensor:
