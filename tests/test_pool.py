@@ -1,13 +1,22 @@
 """The worker pool: results in the jobs' order whatever the number of processes, a job's error raised to the
-caller, and the number of workers a run gets (one per core on a CPU, one on CUDA, never more than the jobs)."""
+caller, the number of workers a run gets (one per core on a CPU, one on CUDA, never more than the jobs), and no
+process of the pool left behind when its parent is killed."""
 
+import contextlib
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from helpers.experiment.params import ParamsError, RunParams
 from helpers.experiment.pool import available_cores, run_jobs, worker_count
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def square_on_one_thread(P, job):
@@ -40,3 +49,72 @@ def test_worker_count():
         RunParams(workers=2, device="cuda")
     with pytest.raises(ParamsError, match="workers=-1 must be >= 0"):
         RunParams(workers=-1)
+
+
+# A parent whose two workers each mark that their job runs, then sleep: the pool stays alive until it is killed.
+PARENT = """
+import os, sys, time
+from pathlib import Path
+
+def sleeping_job(P, job):
+    Path(sys.argv[1], f"running-{os.getpid()}").touch()
+    time.sleep(120)
+
+if __name__ == "__main__":
+    from helpers.experiment.params import RunParams
+    from helpers.experiment.pool import run_jobs
+    run_jobs(RunParams(workers=2), sleeping_job, [0, 1])
+"""
+
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat from field 3 (state) on, or None when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def _children(parent: int) -> set[tuple[int, str]]:
+    """(pid, start time) of the parent's children: a pid reused later is not mistaken for one of them."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := _stat(int(entry.name))) and int(stat[1]) == parent:
+            found.add((int(entry.name), stat[19]))
+    return found
+
+
+def _alive(process: tuple[int, str]) -> bool:
+    """Whether that process (pid, start time) still runs."""
+    stat = _stat(process[0])
+    return stat is not None and stat[19] == process[1] and stat[0] != "Z"      # a zombie has ended
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers end with their parent on Linux only")
+def test_killing_the_parent_ends_its_workers_and_resource_tracker(tmp_path):
+    (tmp_path / "parent.py").write_text(PARENT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(tmp_path / "stderr", "w") as stderr:
+        parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py"), str(tmp_path)], cwd=ROOT, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=stderr)
+    children = set()
+    try:
+        deadline = time.monotonic() + 120                    # torch's import in each worker: seconds on a busy machine
+        while len(list(tmp_path.glob("running-*"))) < 2:
+            assert parent.poll() is None, (tmp_path / "stderr").read_text()
+            assert time.monotonic() < deadline, "the workers' jobs did not start"
+            time.sleep(0.05)
+        children = _children(parent.pid)
+        assert len(children) == 3                            # two workers and the resource tracker
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while (left := {c for c in children if _alive(c)}) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not left, f"processes left after their parent was killed: {sorted(pid for pid, _ in left)}"
+    finally:
+        parent.kill()
+        parent.wait()
+        for pid, _ in (c for c in children if _alive(c)):   # a failure leaves nothing running either
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -145,6 +145,9 @@ class RunParams:
     latency_calls: int = 200
     latency_warmup: int = 20
     latency_frames: int = 200               # whole frames timed AR vs speculative (recorded evaluation frames)
+    # whole frames of the miniature embedded at the real code predictor's size (helpers.adapter.full_size), every CPU
+    # deployment, in notebook 06 (mini backend, CPU; 0 skips them)
+    full_size_frames: int = 12
     coreml_tree_size: int = 16
     # compiled calls beside the eager ones in notebook 06 (helpers.method.decoding, helpers.method.compiler): none (skip: compiling costs
     # about a minute per decoder on a CPU), inductor (torch.compile, CPU or CUDA), cuda_graph and inductor_graph (CUDA
@@ -180,6 +183,8 @@ class RunParams:
         if self.compile in ("cuda_graph", "inductor_graph") and self.device == "cpu":
             raise ParamsError(f"compile={self.compile!r} needs device cuda (or auto on a CUDA machine); "
                               "on a CPU use compile='inductor' or 'none'")
+        if self.full_size_frames < 0:
+            raise ParamsError(f"full_size_frames={self.full_size_frames} must be >= 0 (0: skip the full-size frames)")
         if not 1 <= self.coreml_tree_size <= 64:
             raise ParamsError(f"coreml_tree_size={self.coreml_tree_size} must be in 1..64")
         if self.tree_size not in self.tree_sizes:

@@ -111,7 +111,8 @@ def call_grid(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int
 @torch.no_grad()
 def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int, SparseTree],
                       g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, sampler: SamplerConfig = SamplerConfig(),
-                      official: bool = True, warmup_frames: int = 2, seed: int = 0, compiled_sizes=()) -> dict:
+                      official: bool = True, warmup_frames: int = 2, seed: int = 0, compiled_sizes=(),
+                      samples: bool = False) -> dict:
     """Whole frames of every deployment, interleaved: g [F, H_talker], c0 [F], u [F, 15] (any dtype; cast per system).
 
     Systems "official@<dtype>" (once per dtype), "ar@<deployment>", "spec<N>@<deployment>"; with `compiled_sizes`,
@@ -121,7 +122,8 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
         frames equal to its own AR frames}, "ar_vs_dense": its AR frames equal to its dtype's dense AR loop's}},
         "fastest_ar",
         "fastest_spec", "official": fastest official, "ratios": {"ar_over_official", "spec_over_ar",
-        "spec_over_official"} (how many times faster)}"""
+        "spec_over_official"} (how many times faster)}; with `samples`, also "samples": {name: {"ms": [...], "calls":
+        [...]}}, every timed frame's wall time and model calls (our loops)"""
     from helpers.method.decoding import CompiledAR, CompiledSpeculative
 
     ars, decoders, compiled, compile_s = {}, {}, {}, {}
@@ -158,13 +160,14 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
                 out[f"official@{dt}"] = lambda p=predictor, gi=gi, ci=c0[j:j + 1]: official_generate(p, gi, ci, sampler)
         return out
 
-    times, calls = {}, {}
+    times, calls, per_frame = {}, {}, {}
     device = next(iter(systems.values()))[0].device
     for _, out, seconds in interleaved(g.shape[0], runs_of, warmup_frames, seed, device_sync(device)):
         for key, s in seconds.items():
             times.setdefault(key, []).append(s)
             if not key.startswith("official"):
                 calls[key] = calls.get(key, 0) + out[key].calls
+                per_frame.setdefault(key, []).append(out[key].calls)
                 codes.setdefault(key, []).append(out[key].codes)
     num_codes = next(iter(systems.values()))[0].num_codes
     rows = {key: {"frame_ms": float(np.median(ts)) * 1e3,
@@ -192,8 +195,11 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
     if best_official:
         ratios.update(ar_over_official=ms[best_official] / ms[best_ar],
                       spec_over_official=ms[best_official] / ms[best_spec])
-    return {"frames": g.shape[0], "systems": rows, "identical": identical, "fastest_ar": best_ar,
-            "fastest_spec": best_spec, "official": best_official, "ratios": ratios}
+    result = {"frames": g.shape[0], "systems": rows, "identical": identical, "fastest_ar": best_ar,
+              "fastest_spec": best_spec, "official": best_official, "ratios": ratios}
+    if samples:
+        result["samples"] = {k: {"ms": [t * 1e3 for t in times[k]], "calls": per_frame[k]} for k in per_frame}
+    return result
 
 
 @torch.no_grad()

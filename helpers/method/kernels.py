@@ -78,9 +78,12 @@ def fits(kernel: str, *widths: int) -> bool:
 
 
 def int8_per_channel(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric per-output-channel int8: W [N, K] -> (W_int8 [N, K], scale [N] float32), W ~ W_int8 * scale."""
+    """Symmetric per-output-channel int8: W [N, K] -> (W_int8 [N, K], scale [N] float32), W ~ W_int8 * scale. A row
+    of zeros takes scale 1 (any scale holds it; a tiny one would make the kernels' scale products denormal, which
+    the CPU computes in slow microcode)."""
     w = weight.detach().float()
-    scale = (w.abs().amax(dim=1) / 127).clamp_min(torch.finfo(torch.float32).tiny)
+    scale = w.abs().amax(dim=1) / 127
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8).contiguous(), scale
 
 

@@ -20,8 +20,8 @@ from helpers.report.paper import PAPER
 from helpers.report.paper_figures import paper_figure4
 from helpers.report.figure_record import mark
 from helpers.report.plots import powers_of_two, readable_ticks
-from helpers.report.projection import (PAPER_N, ceiling_provenance, fastest_exact_ar, inexact_note, is_exact,
-                                       projection_at, projection_sentence, speedups)
+from helpers.report.projection import (PAPER_N, ceiling_provenance, fastest_exact_ar, projection_at,
+                                       projection_sentence, speedups)
 from helpers.report.tables import markdown
 
 PAPER_DEVICE_NAMES = {"iphone_17_pro_max": "iPhone 17 Pro Max (ANE, W8A16)", "macbook_m3_pro": "MacBook M3 Pro (ANE, W8A16)",
@@ -43,11 +43,11 @@ def deployments_of(grid: dict) -> dict[str, dict]:
 
 
 def projected(grid: dict, tokens_per_step: dict[int, float] | None = None) -> dict:
-    """Per deployment: {"ar_ms", "exact", "by_n": {N: {"q", "call_ms", "overhead", "paper_speedup", "mini_speedup",
+    """Per deployment: {"ar_ms", "by_n": {N: {"q", "call_ms", "overhead", "paper_speedup", "mini_speedup",
     "paper_vs_fastest_ar"}}, "best_n" (by paper_speedup, else mini_speedup), "best_speedup"} (speedups None where no
     numerator). paper_speedup is over the deployment's own AR call; paper_vs_fastest_ar: the paper's tokens/step x
-    (the fastest EXACT AR call of the grid, `projection.fastest_exact_ar`) / this call, the speedup over the best
-    lossless AR loop this CPU has."""
+    (the fastest AR call of the grid, `projection.fastest_exact_ar`) / this call, the speedup over the fastest
+    AR call this CPU has."""
     out = {}
     fastest_ar = fastest_exact_ar(grid)[1]
     for name, d in deployments_of(grid).items():
@@ -60,7 +60,7 @@ def projected(grid: dict, tokens_per_step: dict[int, float] | None = None) -> di
                        "mini_speedup": speedups(mini, r, fastest_ar)[0] if mini else None}
         key = "paper_speedup" if any(r["paper_speedup"] for r in rows.values()) else "mini_speedup"
         best = _argmax(rows, key)
-        out[name] = {"ar_ms": d["ar_ms"], "exact": is_exact(name), "by_n": rows, "best_n": best, "best_by": key,
+        out[name] = {"ar_ms": d["ar_ms"], "by_n": rows, "best_n": best, "best_by": key,
                      "best_speedup": rows[best][key] if best else None}
     return out
 
@@ -70,8 +70,7 @@ def figure4_rows(grid: dict, device: str, tokens_per_step: dict[int, float] | No
     at N = 16 and 32, projected speedup at N = 32 and at its best N of the paper's 16, 32, 64 (paper tokens/step), and its best against
     the fastest exact AR call of the grid; with `tokens_per_step` (the miniature's measured curve), also its best N
     and speedup with that numerator (paper rows: "-"). A paper overhead the paper does not print (ceiling / speedup
-    - 1) says "(derived)"; a projection at N = 32 uses the inferred ceiling and says "(inferred)"; an inexact
-    deployment's source says "not lossless"."""
+    - 1) says "(derived)"; a projection at N = 32 uses the inferred ceiling and says "(inferred)"."""
     paper = paper_figure4(PAPER["figure4_latency"])
     rows = []
     for key, d in PAPER["figure4_latency"]["devices"].items():
@@ -92,8 +91,7 @@ def figure4_rows(grid: dict, device: str, tokens_per_step: dict[int, float] | No
                      "best N vs fastest exact AR": _best(r, "paper_vs_fastest_ar") + _inferred(
                          _argmax(r, "paper_vs_fastest_ar"), 1),
                      **({"best N (miniature's tokens/step)": _best(r, "mini_speedup")} if tokens_per_step else {}),
-                     "source": "measured overhead x paper tokens/step"
-                               + ("" if d["exact"] else "; not lossless")})
+                     "source": "measured overhead x paper tokens/step"})
     return rows
 
 
@@ -135,8 +133,7 @@ def overhead_figure(grid: dict, device: str):
         rows = {int(n): r for n, r in d["by_n"].items()}                # int keys, or str ones read back from JSON
         ns = sorted(rows)
         ax.plot([1] + [n + 1 for n in ns], [1.0] + [1 + rows[n]["overhead"] for n in ns], marker="o",
-                ms=3, color=f"C{i}", label=f"{name} (AR call {d['ar_ms']:.1f} ms"
-                + ("" if is_exact(name) else "; not lossless") + ")")
+                ms=3, color=f"C{i}", label=f"{name} (AR call {d['ar_ms']:.1f} ms)")
     paper = paper_figure4(PAPER["figure4_latency"])
     for j, (key, dev) in enumerate(paper["devices"].items()):
         for kind, marker, label in (("overhead", "*", "paper"), ("derived", "P", "derived from the paper")):
@@ -161,25 +158,41 @@ def overhead_figure(grid: dict, device: str):
     return fig
 
 
+def identical_frames(frames: dict, system: str) -> int | None:
+    """How many of a speculative system's frames ("spec<N>@<deployment>") equal its deployment's own AR frames; None
+    for any other system."""
+    if not system.startswith("spec") or "+" in system:
+        return None
+    n, name = system.split("@")
+    same = frames["identical"][name]["spec"]
+    return same.get(int(n[4:]), same.get(n[4:]))
+
+
 def frames_rows(frames: dict) -> list[dict]:
-    """`measure.deployments.deployment_frames`'s systems as table rows, fastest first."""
+    """`measure.deployments.deployment_frames`'s systems as table rows, fastest first; a speculative loop's frames
+    equal to its own AR loop's (same uniforms), counted."""
+    def identical(k):
+        same = identical_frames(frames, k)
+        return "-" if same is None else f"{same}/{frames['frames']}"
     return [{"system": k, "frame ms": round(v["frame_ms"], 3), "tokens/step": v["tokens_per_step"],
-             "lossless": "-" if k.startswith("official") else "yes" if is_exact(k.split("@")[-1]) else "no"}
+             "identical to its AR": identical(k)}
             for k, v in sorted(frames["systems"].items(), key=lambda kv: kv[1]["frame_ms"])]
 
 
 def exact_frames(frames: dict) -> dict:
-    """The whole-frame comparison over lossless deployments only: {"fastest_ar", "fastest_spec" (system names),
-    "spec_over_ar" (fastest exact AR frame / fastest exact speculative frame), "inexact_spec": the fastest
-    speculative system of an inexact kernel and its ratio to the same AR baseline, or None}."""
-    systems = frames["systems"]
-    exact = {k: v["frame_ms"] for k, v in systems.items() if is_exact(k.split("@")[-1])}
-    ar = min((k for k in exact if k.startswith("ar@")), key=exact.get)
-    spec = min((k for k in exact if k.startswith("spec")), key=exact.get)
-    apart = {k: v["frame_ms"] for k, v in systems.items() if k.startswith("spec") and k not in exact}
+    """The whole-frame comparison over our loops whose codes were measured lossless (a speculative loop whose every
+    frame equals its own AR loop's): {"fastest_ar", "fastest_spec" (system names), "spec_over_ar" (fastest AR frame /
+    fastest lossless speculative frame), "inexact_spec": the fastest speculative system with a differing frame and its
+    ratio to the same AR baseline, or None}."""
+    systems = {k: v["frame_ms"] for k, v in frames["systems"].items() if not k.startswith("official")}
+    lossless = {k: ms for k, ms in systems.items()
+                if k.startswith("ar@") or identical_frames(frames, k) in (None, frames["frames"])}
+    ar = min((k for k in lossless if k.startswith("ar@")), key=lossless.get)
+    spec = min((k for k in lossless if k.startswith("spec")), key=lossless.get)
+    apart = {k: ms for k, ms in systems.items() if k.startswith("spec") and k not in lossless}
     other = min(apart, key=apart.get) if apart else None
-    return {"fastest_ar": ar, "fastest_spec": spec, "spec_over_ar": exact[ar] / exact[spec],
-            "inexact_spec": (other, exact[ar] / apart[other]) if other else None}
+    return {"fastest_ar": ar, "fastest_spec": spec, "spec_over_ar": lossless[ar] / lossless[spec],
+            "inexact_spec": (other, lossless[ar] / apart[other]) if other else None}
 
 
 def frames_sentence(frames: dict) -> str:
@@ -189,7 +202,7 @@ def frames_sentence(frames: dict) -> str:
             f"loop **{e['fastest_spec']}**: {e['spec_over_ar']:.2f}x the fastest lossless AR loop.")
     if e["inexact_spec"]:
         name, ratio = e["inexact_spec"]
-        text += f" Apart, not lossless: {name} at {ratio:.2f}x that same AR loop."
+        text += f" Apart, a frame differing from its AR frame: {name} at {ratio:.2f}x that same AR loop."
     return text + " " + identical_sentence(frames)
 
 
@@ -197,8 +210,7 @@ def identical_sentence(frames: dict) -> str:
     """How many speculative frames of each deployment equal its own AR frames (same uniforms), as a sentence."""
     return ("Speculative frames equal to the same deployment's AR frames (same uniforms): "
             + "; ".join(f"{name} " + ", ".join(f"N = {n}: {v} of {frames['frames']}" for n, v in same["spec"].items())
-                        for name, same in frames["identical"].items()) + ". "
-            + inexact_note(frames["identical"]))
+                        for name, same in frames["identical"].items()) + ".")
 
 
 def report_lines(m: dict) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers.report.latency_metrics import call_cost, verify_bound
-from helpers.report.projection import PAPER_N, ceiling_text, inexact_note, projection_at, projection_sentence
+from helpers.report.projection import PAPER_N, ceiling_text, projection_at, projection_sentence
 from helpers.report.speed_sentences import best_n_sentence, measured_against_realised, three_estimates
 
 BENCH_FILES = (Path("outputs/bench/cpu_0.6b.json"), Path("outputs/bench-reference/cpu_0.6b.json"))
@@ -80,7 +80,7 @@ def deployments_md(dep: dict, hidden_size: int, frames_sentence: str) -> str:
 def figure4_md(real: dict, where: str, m3: dict) -> str:
     """The 0.6B shape in words: the projection at the paper's N against the fastest lossless AR call of the grid
     (`projection`), the overheads of that deployment beside the M3 Pro's, the call's phases in ms and in AR calls
-    (compute-bound or not, from the numbers), each inexact kernel apart."""
+    (compute-bound or not, from the numbers),."""
     p = projection_at(real, PAPER_N)
     d = {int(k): v for k, v in real[p["best"]]["by_n"].items()}
     flags = (real.get("environment") or {}).get("cpu_flags", [])
@@ -98,11 +98,6 @@ def figure4_md(real: dict, where: str, m3: dict) -> str:
                            if ar and int(n) != 0 else "")
                         for n, r in phases["by_n"].items()) + ".")
     return text
-
-
-def w8a8_md(names) -> str:
-    """Why an inexact kernel is apart, where one is timed (empty where none is)."""
-    return inexact_note(names)
 
 
 def side_by_side_rows(both: dict) -> list[dict]:

@@ -5,9 +5,9 @@ grid (`make bench`'s `cpu_0.6b.json`, one machine, one run).
 - Provenance: the paper prints Figure 4's ceiling at N = 16 and 64; at N = 32 the value (2.47) is Table 2's
   tokens/step taken as the ceiling, which `paper_numbers.yaml` marks inferred (`ceiling_inferred`). A number that
   is not the paper's as printed says so ("inferred", "derived"), never plain "paper".
-- Exactness: a kernel that quantises activations per call (w8a8: one int8 scale for the whole verify call) makes a
-  row's numbers depend on the other rows of the call, so its speculative frames need not equal its own AR frames;
-  it is shown apart, never as the baseline or the winner.
+- Exactness: every kernel's call is row-independent (w8a8 quantises each row on its own int8 grid,
+  `helpers.method.kernels`), so the baseline is the fastest AR call of any deployment; whether whole speculative
+  frames equal their AR frames is measured where frames are timed (`cpu_figure4.exact_frames`), never assumed.
 
 Pure: dicts in, dicts and text out.
 """
@@ -16,25 +16,7 @@ from __future__ import annotations
 
 from helpers.report.paper import PAPER
 
-INEXACT = {"w8a8": "it quantises activations per call, so a row's int8 scale, and its numbers, depend on the other "
-                   "rows of the verify call"}
 PAPER_N = 32                    # the tree size of the paper's headline speedup (2.13x, M3 Pro)
-
-
-def kernel(name: str) -> str:
-    """A grid entry's kernel: "w8a8+inductor" -> "w8a8"."""
-    return name.split("+")[0]
-
-
-def is_exact(name: str) -> bool:
-    """Whether a deployment's speculative frames equal its own AR frames (its call is row-independent)."""
-    return kernel(name) not in INEXACT
-
-
-def inexact_note(names) -> str:
-    """One sentence per inexact kernel among `names`, or "" (each time w8a8 is quoted, this says why it is apart)."""
-    kinds = sorted({kernel(n) for n in names if not is_exact(n)})
-    return " ".join(f"{k} is not lossless: {INEXACT[k]}; it is shown apart, not as the AR baseline." for k in kinds)
 
 
 def ceiling_provenance(n: int) -> str | None:
@@ -56,10 +38,10 @@ def ceiling_text(n: int) -> str:
 
 
 def fastest_exact_ar(grid: dict) -> tuple[str, float]:
-    """(name, ms) of the fastest AR call among the grid's exact deployments."""
-    exact = {k: v["ar_ms"] for k, v in grid.items() if isinstance(v, dict) and "ar_ms" in v and is_exact(k)}
+    """(name, ms) of the fastest AR call of the grid (any deployment: every kernel's rows are its AR call's)."""
+    exact = {k: v["ar_ms"] for k, v in grid.items() if isinstance(v, dict) and "ar_ms" in v}
     if not exact:
-        raise ValueError(f"no exact deployment in the grid: {sorted(grid)}")
+        raise ValueError(f"no deployment in the grid: {sorted(grid)}")
     name = min(exact, key=exact.get)
     return name, exact[name]
 
@@ -74,8 +56,8 @@ def projection_at(grid: dict, n: int = PAPER_N) -> dict:
     """The projected speedup at N for every deployment of `grid` ({name: {"ar_ms", "by_n": {N: {"call_ms",
     "overhead"}}}}) that has N, with the paper's tokens/step at N:
     {"n", "tokens_per_step", "source" ("paper" | "inferred"), "baseline": (name, ms) the fastest exact AR call,
-     "rows": {name: {"call_ms", "over_own_ar", "over_fastest_exact_ar", "exact"}}, "best": the exact deployment
-     with the largest over_fastest_exact_ar}. Raises where the paper gives no tokens/step at N."""
+     "rows": {name: {"call_ms", "over_own_ar", "over_fastest_exact_ar"}}, "best": the deployment with the largest
+     over_fastest_exact_ar}. Raises where the paper gives no tokens/step at N."""
     source = ceiling_provenance(n)
     if source is None:
         raise ValueError(f"the paper gives no tokens/step at N = {n}: a projection uses the paper's own points only")
@@ -88,10 +70,8 @@ def projection_at(grid: dict, n: int = PAPER_N) -> dict:
         r = {int(k): v for k, v in d["by_n"].items()}.get(int(n))
         if r:
             own, fastest = speedups(tps, r, base_ms)
-            rows[name] = {"call_ms": r["call_ms"], "over_own_ar": own, "over_fastest_exact_ar": fastest,
-                          "exact": is_exact(name)}
-    exact = [k for k, r in rows.items() if r["exact"]]
-    best = max(exact, key=lambda k: rows[k]["over_fastest_exact_ar"]) if exact else None
+            rows[name] = {"call_ms": r["call_ms"], "over_own_ar": own, "over_fastest_exact_ar": fastest}
+    best = max(rows, key=lambda k: rows[k]["over_fastest_exact_ar"]) if rows else None
     return {"n": int(n), "tokens_per_step": tps, "source": source, "baseline": (base_name, base_ms), "rows": rows,
             "best": best}
 
@@ -103,19 +83,15 @@ def tokens_label(p: dict) -> str:
 
 
 def projection_sentence(p: dict) -> str:
-    """The projection in words, every number from `p` (`projection_at`): the best exact deployment against the
-    fastest exact AR call, its own-AR figure beside it, and each inexact deployment apart."""
+    """The projection in words, every number from `p` (`projection_at`): the best deployment against the fastest AR
+    call, its own-AR figure beside it."""
     base, ms = p["baseline"]
     best = p["rows"][p["best"]]
-    text = (f"Projected at N = {p['n']} with {tokens_label(p)}: the fastest exact deployment's call ({p['best']}, "
-            f"{best['call_ms']:.1f} ms) gives **{best['over_fastest_exact_ar']:.2f}x** against the fastest exact AR "
+    text = (f"Projected at N = {p['n']} with {tokens_label(p)}: the fastest deployment's call ({p['best']}, "
+            f"{best['call_ms']:.1f} ms) gives **{best['over_fastest_exact_ar']:.2f}x** against the fastest AR "
             f"call of the same grid ({base}, {ms:.2f} ms); against its own AR call it would be "
             f"{best['over_own_ar']:.2f}x" + (", a figure that flatters its slower AR call." if best["over_own_ar"] >
                                             best["over_fastest_exact_ar"] + 0.005 else "."))
-    apart = [k for k, r in p["rows"].items() if not r["exact"]]
-    if apart:
-        text += " Apart: " + "; ".join(f"{k} {p['rows'][k]['over_fastest_exact_ar']:.2f}x" for k in apart) + \
-                ". " + inexact_note(apart)
     return text
 
 

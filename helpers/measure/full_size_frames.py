@@ -1,0 +1,151 @@
+"""Whole frames at the real code predictor's size: the trained miniature embedded at the 0.6B shape
+(`helpers.adapter.full_size`: the same codes at the real shape's cost), every CPU deployment, our AR loop and the
+speculative loop per N, interleaved frame by frame on the same frames and uniforms (`deployments.deployment_frames`).
+
+    full_size_frames(talker, drafter, trees, g, c0, sampler) -> the table `metrics.json` keeps under "full_size":
+
+    shape      the code predictor's sizes (its vocabulary is the miniature's)
+    systems    {name: {deployment, n (0: AR), frame_ms (p50), tokens_per_step, frames, identical, lossless}}:
+               identical counts the frames equal to that deployment's own AR frames, lossless = all of them
+    fastest_ar, fastest_spec (lossless only), speedup   frame p50 of the fastest AR over the fastest speculative loop
+    calls      per deployment: the AR call and each N's verify call alone, p50 ms and overhead (`call_grid`)
+    loop       per deployment: its AR frame over 15 of its AR calls (what the loop adds to its calls)
+    model      a frame's time fitted on these frames, per deployment: per frame + rounds x (its call + round work)
+               (`frame_model`), and its error on them
+    projected  the paper's tokens/step through that model, labelled projected (`projected`)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from helpers.adapter.full_size import full_size
+from helpers.adapter.tiny import QWEN3_TTS_0_6B
+from helpers.measure.deployments import DEPLOYMENTS, call_grid, deployed, deployment_frames, runnable
+from helpers.method.drafters import Drafter
+from helpers.method.kernels import fits
+from helpers.method.predictor import CodePredictor
+from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.method.tree import SparseTree
+
+SHAPE_KEYS = ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "intermediate_size")
+
+
+@torch.no_grad()
+def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int, SparseTree], g: torch.Tensor,
+                     c0: torch.Tensor, sampler: SamplerConfig = SamplerConfig(), names=None, warmup_frames: int = 1,
+                     call_rounds: int = 20, seed: int = 0, paper_tokens_per_step: dict | None = None) -> dict:
+    """The miniature `talker` (official, its trained `drafter`) at the 0.6B shape, every deployment in `names`
+    (default: every one this CPU runs), frames g [F, H_s], c0 [F], trees {N: SparseTree}. See the module docstring.
+    paper_tokens_per_step {N: tokens/step}: the projection's numerators (default none)."""
+    fs = full_size(talker, QWEN3_TTS_0_6B)
+    big = CodePredictor.from_talker(fs.talker)
+    names = [n for n in (runnable() if names is None else names)
+             if fits(DEPLOYMENTS[n][1], big.hidden_size, big.config.intermediate_size)]
+    systems = deployed(fs.talker, fs.drafter(drafter, big), drafter.depth, names)
+    u = frame_uniforms(torch.Generator().manual_seed(seed), 15, batch=g.shape[0])
+    result = deployment_frames(systems, trees, fs.lift(g), c0, u, sampler, official=False,
+                               warmup_frames=warmup_frames, seed=seed, samples=True)
+    calls = call_grid(systems, trees, warmup=3, rounds=call_rounds, seed=seed)
+    frames = g.shape[0]
+    rows = {}
+    for name in names:
+        for n in [0, *trees]:
+            key = f"ar@{name}" if n == 0 else f"spec{n}@{name}"
+            same = frames if n == 0 else result["identical"][name]["spec"][n]
+            rows[key] = {"deployment": name, "n": n, "frame_ms": result["systems"][key]["frame_ms"],
+                         "tokens_per_step": result["systems"][key]["tokens_per_step"], "frames": frames,
+                         "identical": same, "lossless": same == frames}
+    fastest_ar = min((k for k, r in rows.items() if r["n"] == 0), key=lambda k: rows[k]["frame_ms"])
+    lossless = [k for k, r in rows.items() if r["n"] and r["lossless"]]
+    fastest_spec = min(lossless, key=lambda k: rows[k]["frame_ms"]) if lossless else None
+    model = {name: frame_model(result["samples"], name, calls[name]) for name in names}
+    shape = {k: getattr(QWEN3_TTS_0_6B, k) for k in SHAPE_KEYS} | {"vocab_size": fs.talker.code_predictor.config.vocab_size}
+    out = {"shape": shape,
+           "scale": fs.scale, "frames": frames, "systems": rows, "fastest_ar": fastest_ar,
+           "fastest_spec": fastest_spec,
+           "speedup": rows[fastest_ar]["frame_ms"] / rows[fastest_spec]["frame_ms"] if fastest_spec else None,
+           "calls": {name: calls[name] for name in names},
+           "loop": {name: rows[f"ar@{name}"]["frame_ms"] / (15 * calls[name]["ar_ms"]) for name in names},
+           "model": model}
+    if paper_tokens_per_step:
+        out["projected"] = projected(out, paper_tokens_per_step)
+    return out
+
+
+def frame_model(samples: dict, name: str, calls: dict) -> dict:
+    """A frame's time as once-per-frame work + per round (its verify call, as timed alone in `calls`, times b, plus
+    the round's own work w): frame = a + (rounds) x (b x call(N) + w), rounds = calls - 1 after the prefill. a, b, w
+    are fitted by least squares on every timed frame of the deployment's AR (N = 0, 14 steps) and speculative loops
+    (`samples` of `deployment_frames`), three numbers for all N, so the fit can miss: its error per loop is
+    (model - measured) / measured, on the mean frame. -> {"frame_ms": a, "call_factor": b, "round_work_ms": w,
+    "round_ms": {N: b x call(N) + w}, "round_over_ar_step": {N: round(N) / round(0)}, "error": {N: ...},
+    "max_error"}."""
+    sizes = [0, *[int(n) for n in calls["by_n"]]]
+    call_ms = {n: calls["ar_ms"] if n == 0 else calls["by_n"][n]["call_ms"] for n in sizes}
+    key = {n: f"ar@{name}" if n == 0 else f"spec{n}@{name}" for n in sizes}
+    rows, y = [], []
+    for n in sizes:
+        for ms, c in zip(samples[key[n]]["ms"], samples[key[n]]["calls"]):
+            rows.append([1.0, (c - 1.0) * call_ms[n], c - 1.0])
+            y.append(ms)
+    a, b, w = (float(v) for v in np.linalg.lstsq(np.array(rows), np.array(y), rcond=None)[0])
+    rounds = {n: b * call_ms[n] + w for n in sizes}
+    error = {}
+    for n in sizes:
+        ms, c = np.array(samples[key[n]]["ms"]), np.array(samples[key[n]]["calls"], dtype=float)
+        error[n] = float((a + rounds[n] * (c.mean() - 1)) / ms.mean() - 1)
+    return {"frame_ms": a, "call_factor": b, "round_work_ms": w, "round_ms": rounds,
+            "round_over_ar_step": {n: rounds[n] / rounds[0] for n in sizes}, "error": error,
+            "max_error": max(abs(e) for e in error.values())}
+
+
+def projected(table: dict, paper_tokens_per_step: dict) -> dict:
+    """The paper's tokens/step through each deployment's fitted frame model (`frame_model`), at every N both were
+    measured at: {deployment: {N: {"tokens_per_step", "frame_ms", "speedup"}}}, speedup against the fastest AR frame
+    measured (any deployment). Projected, not measured: its model's error is `model[...]["max_error"]`."""
+    ar = table["systems"][table["fastest_ar"]]["frame_ms"]
+    out = {}
+    for name, m in table["model"].items():
+        for n, tps in paper_tokens_per_step.items():
+            if int(n) in m["round_ms"] and int(n):
+                frame = m["frame_ms"] + m["round_ms"][int(n)] * (15 / tps - 1)
+                out.setdefault(name, {})[int(n)] = {"tokens_per_step": tps, "frame_ms": frame, "speedup": ar / frame}
+    return out
+
+
+def full_size_rows(table: dict) -> list[dict]:
+    """Table rows, one per deployment: its AR frame, then per N the speculative frame (speedup against the fastest AR
+    frame of any deployment), tokens/step and identical frames."""
+    ar = table["systems"][table["fastest_ar"]]["frame_ms"]
+    out = []
+    for name in table["calls"]:
+        r = {"deployment": name, "AR frame ms": round(table["systems"][f"ar@{name}"]["frame_ms"], 1)}
+        for key, s in table["systems"].items():
+            if s["deployment"] == name and s["n"]:
+                r[f"N={s['n']} ms (x)"] = f"{s['frame_ms']:.1f} ({ar / s['frame_ms']:.2f}x)"
+                r[f"N={s['n']} tok/step"] = round(s["tokens_per_step"], 2)
+                r[f"N={s['n']} identical"] = f"{s['identical']}/{s['frames']}"
+        r["AR frame / 15 AR calls"] = round(table["loop"][name], 2)
+        out.append(r)
+    return out
+
+
+def format_full_size(table: dict) -> str:
+    """The table as text (`make bench`), with the fastest loops and the model's error."""
+    lines = []
+    rows = full_size_rows(table)
+    keys = list(rows[0])
+    lines.append(" | ".join(keys))
+    lines += [" | ".join(str(r.get(k, "-")) for k in keys) for r in rows]
+    spec = table["fastest_spec"]
+    lines.append(f"fastest AR {table['fastest_ar']} {table['systems'][table['fastest_ar']]['frame_ms']:.1f} ms; "
+                 + (f"fastest lossless speculative {spec} {table['systems'][spec]['frame_ms']:.1f} ms: "
+                    f"{table['speedup']:.2f}x" if spec else "no lossless speculative loop"))
+    for name, m in table["model"].items():
+        lines.append(f"  {name}: per frame {m['frame_ms']:.1f} ms, a round {m['call_factor']:.2f} x its call + "
+                     f"{m['round_work_ms']:.2f} ms, in AR steps "
+                     + ", ".join(f"N={n} {v:.2f}" for n, v in m["round_over_ar_step"].items() if n)
+                     + f"; model error at most {m['max_error']:.1%}")
+    return "\n".join(lines)
