@@ -16,8 +16,12 @@ validation frames; `helpers.experiment.inner_loop_pack`), so it trains nothing a
 (c) kernels per AR step and per round, host reads per frame (`helpers.measure.kernel_counts`).
 (d) the 0.6B shape, bfloat16, random weights: captured AR call, verify and round per N (cuda_graph,
     inductor_graph), and the projection from the measured round and the paper's own tokens/step (N = 16, 32).
-(e) exactness in float64 on the device: every mode's AR frame, per-round and frame decoders against the eager AR loop.
---parts picks some of mini (a-c), real (d), exact (e); --name the files' name.
+(e) exactness in float64 on the device: every mode's AR frame, per-round and frame decoders against the eager AR loop;
+    at the real size (f's model, a few frames) the AR frame and `FrameSpeculative` too, and its AR codes against
+    the miniature's.
+(f) the miniature at the real code predictor's size (`helpers.adapter.full_size`: the same codes at the 0.6B shape's
+    cost), bfloat16: whole frames side by side in every mode, as (a), speedups measured, not projected.
+--parts picks some of mini (a-c), real (d), exact (e), full (f); --name the files' name.
 """
 
 from __future__ import annotations
@@ -66,12 +70,11 @@ def mini_part(args, device, modes, out: dict, save) -> None:
     import torch
 
     from helpers.experiment.inner_loop_pack import load_pack
-    from helpers.measure.compiled_latency import compiled_round_profile, side_by_side
+    from helpers.measure.compiled_latency import compiled_round_profile
     from helpers.measure.frame_anatomy import format_frame_anatomy, frame_anatomy
     from helpers.measure.kernel_counts import kernel_counts
     from helpers.method.calibration import expected_tokens_per_step
-    from helpers.method.decoding import CompiledAR
-    from helpers.method.decoding import FrameSpeculative, first_rounds
+    from helpers.method.decoding import first_rounds
     from helpers.method.round import frame_uniforms
 
     pack = load_pack(args.pack, device)
@@ -96,18 +99,8 @@ def mini_part(args, device, modes, out: dict, save) -> None:
     shift = k1 - out["mini"]["anatomy"]["best_first"]         # the first graph's size that paid best, for every N
     first = {n: max(1, f - shift) for n, f in first.items()}
     out["mini"]["first_rounds_used"] = first
-    extra = {}
-    for mode in graph_modes:
-        if mode != modes[1]:                        # side_by_side builds the AR systems of its own mode
-            extra[f"arframe_{mode}"] = CompiledAR(p, sampler, mode)
-        for n, tree in trees.items():
-            extra[f"spec{n}_frame_{mode}"] = FrameSpeculative(p, d, tree, sampler, mode, first=first[n])
-    if not graph_modes:                              # the CPU check: the frame decoders eagerly
-        extra = {f"spec{n}_frame_none": FrameSpeculative(p, d, t, sampler, "none", first=first[n])
-                 for n, t in trees.items()}
     t0 = time.perf_counter()
-    out["mini"]["side_by_side"] = side_by_side(p, d, trees, g, c0, u, sampler, modes[1] if graph_modes else "none",
-                                               seed=args.seed, extra=extra)
+    out["mini"]["side_by_side"] = frames_side_by_side(p, d, trees, sampler, g, c0, u, modes, first, args.seed)
     out["mini"]["side_by_side_s"] = time.perf_counter() - t0
     print(format_frames(out["mini"]["side_by_side"]), flush=True)
     save()
@@ -118,6 +111,64 @@ def mini_part(args, device, modes, out: dict, save) -> None:
                                                                   phases=(largest,))
         save()
     out["mini"]["kernels"] = kernel_counts(p, d, trees, g[:10], c0[:10], u[:10], sampler, first)
+
+
+def frames_side_by_side(p, d, trees, sampler, g, c0, u, modes, first, seed) -> dict:
+    """Whole frames of every system in every mode (`side_by_side`, with the frame decoders: the AR frame one graph and
+    `FrameSpeculative` with `first` {N: k1} rounds in its first graph), codes checked against the eager AR loop."""
+    from helpers.measure.compiled_latency import side_by_side
+    from helpers.method.decoding import CompiledAR, FrameSpeculative
+
+    graph_modes = [m for m in modes if m != "none"]
+    extra = {}
+    for mode in graph_modes:
+        if mode != modes[1]:                        # side_by_side builds the AR systems of its own mode
+            extra[f"arframe_{mode}"] = CompiledAR(p, sampler, mode)
+        for n, tree in trees.items():
+            extra[f"spec{n}_frame_{mode}"] = FrameSpeculative(p, d, tree, sampler, mode, first=first[n])
+    if not graph_modes:                              # the CPU check: the frame decoders eagerly
+        extra = {f"spec{n}_frame_none": FrameSpeculative(p, d, t, sampler, "none", first=first[n])
+                 for n, t in trees.items()}
+    return side_by_side(p, d, trees, g, c0, u, sampler, modes[1] if graph_modes else "none", seed=seed, extra=extra)
+
+
+def full_pack(args, device, dtype):
+    """The shipped miniature at the real code predictor's size (`helpers.adapter.full_size`), in `dtype` on `device`:
+    (full-size predictor, its main drafter, trees {N}, sampler, g [F, 1024], c0 [F], the miniature's pack)."""
+    import torch
+
+    from helpers.adapter.full_size import full_size
+    from helpers.experiment.inner_loop_pack import load_pack
+    from helpers.method.predictor import CodePredictor
+
+    pack = load_pack(args.pack, device, torch.float64 if dtype == torch.float64 else torch.float32)
+    fs = full_size(pack.talker)
+    p = CodePredictor.from_talker(fs.talker.to(dtype))
+    d = fs.drafter(pack.drafters[pack.main], p)
+    trees = {n: pack.trees[pack.main][n] for n in args.sizes}
+    return p, d, trees, pack.sampler, fs.lift(pack.g[:args.frames]).to(dtype), pack.c0[:args.frames], pack
+
+
+def full_part(args, device, modes, out: dict, save) -> None:
+    """(f) The miniature at the real code predictor's size, bfloat16 on CUDA (float32 on a CPU): whole frames of every
+    mode side by side, as (a), each speculative frame checked against the eager AR loop's."""
+    import torch
+
+    from helpers.method.calibration import expected_tokens_per_step
+    from helpers.method.decoding import first_rounds
+    from helpers.method.round import frame_uniforms
+
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    p, d, trees, sampler, g, c0, pack = full_pack(args, device, dtype)
+    u = frame_uniforms(torch.Generator().manual_seed(args.seed), p.num_codes, batch=g.shape[0], device=device)
+    first = {n: first_rounds(expected_tokens_per_step(t, pack.tables[pack.main])) for n, t in trees.items()}
+    out["full"] = {"dtype": str(dtype).replace("torch.", ""), "drafter": pack.main, "frames": g.shape[0],
+                   "shape": {"hidden_size": p.hidden_size, "num_layers": len(p.layers), "num_heads": p.num_heads,
+                             "num_kv_heads": p.num_kv_heads, "head_dim": p.head_dim, "vocab_size": p.vocab_size}}
+    t0 = time.perf_counter()
+    out["full"]["side_by_side"] = frames_side_by_side(p, d, trees, sampler, g, c0, u, modes, first, args.seed)
+    out["full"]["side_by_side_s"] = time.perf_counter() - t0
+    print("the miniature at the real size:\n" + format_frames(out["full"]["side_by_side"]), flush=True)
 
 
 def real_part(args, device, modes, out: dict, deadline: float, save) -> None:
@@ -181,6 +232,19 @@ def exact_part(args, device, modes, out: dict, save) -> None:
             rows["identical"][name] = sum(bool(torch.equal(dec.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1])
                                                            .codes[0], ar[i])) for i in range(frames))
         save()
+    fp, fd, ftrees, _, fg, fc0, _ = full_pack(args, device, torch.float64)         # the real size: a few frames
+    few = min(frames, 4)
+    far = decode_frame_ar(fp, fg[:few], fc0[:few], sampler, u[:few]).codes
+    rows["full_size_identical_to_miniature"] = int((far == ar[:few]).all(dim=1).sum())
+    for mode in modes:
+        n = max(args.sizes)
+        decoders = {f"full_arframe_{mode}": CompiledAR(fp, sampler, mode)} if mode != "none" else {}
+        decoders[f"full_spec{n}_frame_{mode}"] = FrameSpeculative(fp, fd, ftrees[n], sampler, mode, first=4)
+        for name, dec in decoders.items():
+            rows["identical"][name] = sum(bool(torch.equal(dec.decode_frame(fg[i:i + 1], fc0[i:i + 1], u[i:i + 1])
+                                                           .codes[0], far[i])) for i in range(few))
+        save()
+    rows["full_frames"] = few
     print("float64 on the device, frames identical to the eager AR loop: " + ", ".join(
         f"{k} {v}/{frames}" for k, v in rows["identical"].items()), flush=True)
 
@@ -235,6 +299,18 @@ def markdown(out: dict) -> str:
             lines += [f"Kernels (dispatched ops): AR step {k['ar_step']}, prefill {k['prefill']}, full-tree round "
                       + ", ".join(f"N = {n}: {c}" for n, c in k["rounds"].items()) + ". Host reads per frame: "
                       + ", ".join(f"{name} {r:.1f}" for name, r in k["reads"].items()) + ".", ""]
+    full = out.get("full")
+    if full:
+        side = full["side_by_side"]
+        spec, best_ar = side["fastest_spec"], side["fastest_ar"]
+        shape = full["shape"]
+        lines += [f"## The miniature at the real code predictor's size, {full['dtype']}, {side['frames']} validation "
+                  f"frames (hidden {shape['hidden_size']}, {shape['num_layers']} layers, {shape['num_heads']}/"
+                  f"{shape['num_kv_heads']} heads of {shape['head_dim']}, vocabulary {shape['vocab_size']})", "",
+                  tables.markdown(gpu_frame_rows(out, "full")), "",
+                  f"Fastest AR: {best_ar}; fastest speculative: {spec}, {side['ratios'][spec][best_ar]:.2f}x the "
+                  f"fastest AR at {side['systems'][spec]['tokens_per_step']:.2f} tokens/step, measured on whole "
+                  "frames.", ""]
     real = out.get("real")
     if mini or real:
         lines += ["## The captured round at t = 1 (p50 of the timed calls; the 0.6B shape with random weights)", "",
@@ -249,7 +325,10 @@ def markdown(out: dict) -> str:
     exact = out.get("exact")
     if exact:
         lines += [f"## Exactness, {exact['dtype']} on the device", "", "Frames whose codes equal the eager AR loop's, "
-                  f"of {exact['frames']}: " + ", ".join(f"{k} {v}" for k, v in exact["identical"].items()) + ".", ""]
+                  f"of {exact['frames']} (full_*: the real size, of {exact.get('full_frames', '-')}): "
+                  + ", ".join(f"{k} {v}" for k, v in exact["identical"].items()) + "."
+                  + (f" The real size's AR codes equal the miniature's in {exact['full_size_identical_to_miniature']} "
+                     "of those frames." if "full_size_identical_to_miniature" in exact else ""), ""]
     for part, err in out.get("errors", {}).items():
         lines += [f"Part {part} failed: {err}", ""]
     return "\n".join(lines)
@@ -265,7 +344,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget", type=float, default=330, help="seconds after which the 0.6B inductor part is skipped")
-    ap.add_argument("--parts", nargs="+", default=["mini", "real", "exact"], choices=["mini", "real", "exact"])
+    ap.add_argument("--parts", nargs="+", default=["mini", "full", "real", "exact"],
+                    choices=["mini", "full", "real", "exact"])
     ap.add_argument("--name", default="bench_gpu", help="the output files' name (.json, .md)")
     ap.add_argument("--out", default=str(ROOT / "outputs" / "gpu-reference"))
     args = ap.parse_args(argv)
@@ -304,6 +384,7 @@ def main(argv=None) -> int:
         save_json(outdir / f"{args.name}.json", out)
 
     parts = {"mini": ("miniature", lambda: mini_part(args, device, modes, out, save)),
+             "full": ("real size", lambda: full_part(args, device, modes, out, save)),
              "real": ("0.6B shape", lambda: real_part(args, device, modes, out, start + args.budget, save)),
              "exact": ("exactness", lambda: exact_part(args, device, modes, out, save))}
     for name, part in (parts[key] for key in args.parts):

@@ -70,8 +70,14 @@ def test_bench_gpu_runs_here(tmp_path):
     assert all(r["identical"] == side["frames"] for r in side["systems"].values() if r["identical"] is not None)
     assert out["mini"]["anatomy"]["rows"] and out["mini"]["kernels"]["rounds"]
     assert set(out["real"]["modes"]["none"]["projection"]) == {"16", "32"}
+    full = out["full"]["side_by_side"]                      # the miniature at the real size: frames measured
+    assert out["full"]["shape"]["hidden_size"] == 1024 and {"ar", "spec4", "spec4_frame_none"} <= set(full["systems"])
+    assert all(r["identical"] == full["frames"] for r in full["systems"].values() if r["identical"] is not None)
+    exact = out["exact"]
+    assert exact["full_size_identical_to_miniature"] == exact["full_frames"] == 2
+    assert exact["identical"]["full_spec4_frame_none"] == 2
     text = (tmp_path / "bench_gpu.md").read_text()
-    assert "Measured on" in text and "0.6B shape" in text
+    assert "Measured on" in text and "0.6B shape" in text and "real code predictor's size" in text
 
 
 def test_bench_gpu_names_what_is_missing(monkeypatch, capsys):

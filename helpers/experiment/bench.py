@@ -7,6 +7,8 @@ It reuses the cached stages of the params' run (the miniature, trained drafters,
 with `make run`; built if absent) and saves outputs/bench/latency_mini_cpu.json. Then, in one process each:
 - every CPU deployment (dtype x kernel, `measure.deployments`) on the miniature: the fused call per N, whole frames
   (official generate, AR and speculative per deployment), where the best one's call spends its time;
+- the miniature at the real code predictor's size (`adapter.full_size`): whole frames of every CPU deployment, AR and
+  speculative at N = 4, 8, 16 (`measure.full_size_frames`), saved under "full_size";
 - Figure 4 for this CPU at the exact 0.6B shape (random weights): every deployment, eager and compiled, per N
   (`measure.deployments.real_shape_grid`), saved as outputs/bench/cpu_0.6b.json (notebook 06 and report.md read it);
 - kernels (dispatched ops) per AR step and per round, host reads per frame of each decoder (`measure.kernel_counts`:
@@ -25,7 +27,7 @@ import torch
 from helpers.artifacts import save_json
 from helpers.experiment import stages
 from helpers.experiment.backend_factory import deployment_dtype
-from helpers.experiment.deployment_bench import deployment_comparison
+from helpers.experiment.deployment_bench import deployment_comparison, full_size_comparison
 from helpers.experiment.params import load_params, parse_override
 from helpers.experiment.process import process_settings
 from helpers.experiment.quiet import silence_banners
@@ -33,6 +35,7 @@ from helpers.measure.compiled_latency import (compiled_round_profile, format_rou
                                              side_by_side)
 from helpers.measure.deployments import format_frames, format_grid, format_phases, real_shape_grid
 from helpers.measure.floor import format_floor, host_floor, matmul_floor
+from helpers.measure.full_size_frames import format_full_size
 from helpers.measure.kernel_counts import format_kernel_counts, kernel_counts
 from helpers.measure.latency import SIZES, format_table, latency_metrics
 from helpers.measure.machine import machine
@@ -70,6 +73,8 @@ def main(argv=None) -> dict:
                     help="tree sizes of the side-by-side run, greedy trees from the calibration table (each compiled "
                          "system costs ~1 min of compilation; small trees pay best on a CPU: docs/speed.md)")
     ap.add_argument("--side-frames", type=int, default=100, help="frames of the side-by-side run")
+    ap.add_argument("--full-size-frames", type=int, default=12,
+                    help="whole frames of the miniature at the real code predictor's size, every deployment (0: skip)")
     ap.add_argument("--real-rounds", type=int, default=40,
                     help="rounds of the 0.6B-shape grid (0: skip it; every deployment and N once a round)")
     ap.add_argument("--real-out", default="outputs/bench/cpu_0.6b.json")
@@ -117,6 +122,13 @@ def main(argv=None) -> dict:
     print(format_frames(data["deployments"]["frames"]))
     print(format_phases(data["deployments"]["phases"]))
     save_json(args.out, data)
+    if args.full_size_frames:
+        print(f"the miniature at the real code predictor's size, every CPU deployment, {args.full_size_frames} whole "
+              "frames (minutes) ...", flush=True)
+        P = load_params(args.params, {**overrides, "full_size_frames": args.full_size_frames})
+        data["full_size"] = full_size_comparison(P, trees, g, c0)
+        print(format_full_size(data["full_size"]))
+        save_json(args.out, data)
     if args.real_rounds:
         data["real"] = real_shape(args.real_rounds, args.real_out)
     compiled_trees = {n: greedy_tree(table, n) for n in args.compiled_sizes}

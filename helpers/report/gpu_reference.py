@@ -24,9 +24,9 @@ def gpu_label(data: dict) -> str:
     return f"Measured on {data['device']}, one run of make bench-gpu (torch {data['torch']})"
 
 
-def gpu_frame_rows(data: dict) -> list[dict]:
-    """One row per system of the miniature's side-by-side, fastest first."""
-    side = data["mini"]["side_by_side"]
+def gpu_frame_rows(data: dict, part: str = "mini") -> list[dict]:
+    """One row per system of a part's side-by-side ("mini": the miniature; "full": at the real size), fastest first."""
+    side = data[part]["side_by_side"]
     best = side["fastest_ar"]
     rows = []
     for name, r in sorted(side["systems"].items(), key=lambda kv: kv[1]["frame_ms"]):

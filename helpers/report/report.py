@@ -9,6 +9,8 @@ from pathlib import Path
 
 from helpers.artifacts import atomic_write, load_json
 from helpers.report import cpu_figure4
+from helpers.measure.full_size_frames import full_size_rows
+from helpers.report.full_size import full_size_md
 from helpers.report.projection import ceiling_text
 from helpers.report.speed_sentences import best_n_sentence, measured_against_realised
 from helpers.measure.machine import measured_on
@@ -141,6 +143,11 @@ def sections(run_dir: Path, m: dict) -> list[str]:
                     f"Best N {by_n.get('best_n')}; AR call p50 {by_n.get('ar_call_ms_p50', 0):.3f} ms; whole frame: our AR "
                     f"loop {by_n.get('ar_frame_ms', 0):.2f} ms, official `code_predictor.generate` "
                     f"{by_n.get('official_frame_ms', 0):.2f} ms.", ""] + _speed_lines(by_n) + _profile_lines(by_n)
+    if "full_size" in m:
+        fs = m["full_size"]
+        where = measured_on(fs.get("machine") or run.get("machine"))
+        out += ["## The miniature at the real code predictor's size: whole frames, every deployment", "",
+                where + ", p50 ms per frame:", "", markdown(full_size_rows(fs)), "", full_size_md(fs, where), ""]
     out += cpu_figure4.report_lines(m)
     if "coreml" in m:
         out += ["## Core ML export", "", markdown([{"package": k, **v} for k, v in m["coreml"].items()

@@ -1,0 +1,65 @@
+"""Whole frames at the real code predictor's size (`helpers.measure.full_size_frames`) and their story
+(`helpers.report.full_size`): the table's fields and counts, the frame model's arithmetic, sentences read off the
+numbers they were built from."""
+
+import json
+
+import pytest
+import torch
+
+from helpers.experiment.inner_loop_pack import load_pack
+from helpers.measure.full_size_frames import format_full_size, frame_model, full_size_frames, full_size_rows, projected
+from helpers.report.full_size import full_size_figure, full_size_md
+
+
+def test_the_frame_model_recovers_a_frame_it_was_built_from():
+    calls = {"ar_ms": 10.0, "by_n": {4: {"call_ms": 11.0}, 8: {"call_ms": 13.0}}}
+    a, b, w = 6.0, 1.1, 0.5                                        # per frame, call factor, round work
+    frame = {0: 15, 4: [10, 11, 9], 8: [9, 8, 10]}
+    samples = {"ar@x": {"ms": [a + 14 * (b * 10 + w)] * 3, "calls": [15] * 3}}
+    for n in (4, 8):
+        c = frame[n]
+        samples[f"spec{n}@x"] = {"ms": [a + (k - 1) * (b * calls["by_n"][n]["call_ms"] + w) for k in c], "calls": c}
+    m = frame_model(samples, "x", calls)
+    assert m["frame_ms"] == pytest.approx(a) and m["call_factor"] == pytest.approx(b)
+    assert m["round_work_ms"] == pytest.approx(w) and m["max_error"] < 1e-9
+    assert m["round_over_ar_step"][8] == pytest.approx((b * 13 + w) / (b * 10 + w))
+    table = {"systems": {"ar@x": {"frame_ms": 150.0}}, "fastest_ar": "ar@x", "model": {"x": m}}
+    p = projected(table, {8: 2.0, 16: 2.25})                       # N = 16 was not measured: not projected
+    assert list(p["x"]) == [8] and p["x"][8]["frame_ms"] == pytest.approx(a + (15 / 2 - 1) * (b * 13 + w))
+    assert p["x"][8]["speedup"] == pytest.approx(150.0 / p["x"][8]["frame_ms"])
+
+
+@pytest.fixture(scope="module")
+def table():
+    pack = load_pack("outputs/gpu-pack", dtype=torch.float32)
+    trees = {n: pack.trees[pack.main][n] for n in (4, 8)}
+    return full_size_frames(pack.talker, pack.drafters[pack.main], trees, pack.g[:2], pack.c0[:2], pack.sampler,
+                            names=["float32", "w8a8"], call_rounds=3, paper_tokens_per_step={8: 2.0})
+
+
+def test_every_deployment_at_the_real_shape_decodes_lossless_frames(table):
+    assert table["shape"] == {"hidden_size": 1024, "num_layers": 5, "num_heads": 16, "num_kv_heads": 8,
+                              "head_dim": 128, "intermediate_size": 3072, "vocab_size": 256}
+    assert set(table["systems"]) == {f"{k}@{d}" for k in ("ar", "spec4", "spec8") for d in ("float32", "w8a8")}
+    for name, s in table["systems"].items():
+        assert s["frames"] == 2 and s["frame_ms"] > 0 and (s["n"] == 0) == name.startswith("ar@")
+        assert s["lossless"] and s["identical"] == 2                 # w8a8 too: one int8 scale per row
+        assert (s["tokens_per_step"] == 1.0) if s["n"] == 0 else 1.0 < s["tokens_per_step"] <= 15.0
+    fastest = min((k for k in table["systems"] if k.startswith("ar@")), key=lambda k: table["systems"][k]["frame_ms"])
+    assert table["fastest_ar"] == fastest and table["speedup"] == pytest.approx(
+        table["systems"][fastest]["frame_ms"] / table["systems"][table["fastest_spec"]]["frame_ms"])
+    assert set(table["projected"]) == {"float32", "w8a8"} and set(table["calls"]["w8a8"]["by_n"]) == {4, 8}
+
+
+def test_the_story_reads_its_numbers(table):
+    back = json.loads(json.dumps(table))                           # as metrics.json holds it: string keys
+    text = full_size_md(back, "Measured on X")
+    spec = back["fastest_spec"]
+    assert f"**{back['speedup']:.2f}x** that AR loop" in text and spec in text and back["fastest_ar"] in text
+    assert "Speculative frames equal to their own deployment's AR frames: 8 of 8" in text
+    assert "projected" in text and f"{max(m['max_error'] for m in back['model'].values()):.1%}" in text
+    rows = full_size_rows(back)
+    assert [r["deployment"] for r in rows] == ["float32", "w8a8"] and rows[1]["N=8 identical"] == "2/2"
+    assert "fastest AR" in format_full_size(table)
+    full_size_figure(back)
