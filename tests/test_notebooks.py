@@ -169,3 +169,38 @@ def test_the_offset_ablation_script_reads_the_runs_own_numbers(smoke_run, smoke_
         assert row["expected_tokens_per_step"] == pytest.approx(metrics["drafters"][name]["expected_tokens_per_step"],
                                                                 abs=1e-12)
         assert row["validation_top1"] == pytest.approx(metrics["drafters"][name]["validation_top1"], abs=1e-12)
+
+
+def test_notebook_03_runs_in_a_plain_kernel_as_jupyterlab_runs_it(smoke_run, smoke_cache, monkeypatch):
+    """Notebook 03 executed top to bottom by nbclient in a plain python3 kernel without the runner's variable (so its
+    try-it cell builds live ipywidgets, as in JupyterLab), on a copy of the smoke run's artifacts: no cell, and no
+    render inside the try-it controls' output area, holds an error; the controls were built."""
+    import shutil
+
+    from nbclient import NotebookClient
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    from helpers.experiment.quiet import PROGRESS_ENV
+    out, result = smoke_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    shutil.copytree(out / "smoke" / "artifacts", out / "plain" / "artifacts")      # its own run folder
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)                  # the kernel inherits this process's environment
+    nb = load_notebook_node(str(REPO_ROOT / "notebooks" / "03_calibrate_tree.ipynb"))
+    nb = parameterize_notebook(nb, {"params_file": "params/smoke.yaml", "run_name": "plain", "output_dir": str(out),
+                                    "cache_dir": str(smoke_cache)})
+    NotebookClient(nb, kernel_name="python3", timeout=1200, allow_errors=True,    # kernel in the root: this
+                   resources={"metadata": {"path": str(REPO_ROOT)}}).execute()    # checkout's helpers, not an install's
+    errors = [f"cell {i}: {o.get('ename')}: {o.get('evalue')}" for i, cell in enumerate(nb.cells)
+              for o in cell.get("outputs", []) if o.output_type == "error"]
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    errors += [f"widget {k}: {o.get('ename')}: {o.get('evalue')}" for k, model in state.items()
+               for o in model.get("state", {}).get("outputs", []) if o.get("output_type") == "error"]
+    assert errors == [], "\n".join(errors)
+    views = [o for cell in nb.cells for o in cell.get("outputs", [])
+             if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert views, "the try-it cell built no controls"
+    models = {m["model_name"] for m in state.values()}
+    assert {"DropdownModel", "IntSliderModel", "OutputModel"} <= models, models
+    rendered = [o for m in state.values() if m["model_name"] == "OutputModel" for o in m["state"].get("outputs", [])]
+    assert any("text/markdown" in o.get("data", {}) for o in rendered), rendered     # the tree's sentence, rendered

@@ -6,26 +6,68 @@ the runner executes it (`quiet.under_runner`).
 
 from __future__ import annotations
 
+import inspect
+from numbers import Integral, Real
+
 from helpers.experiment.quiet import under_runner
+
+
+def control_specs(values: dict, ranges: dict | None = None) -> dict[str, tuple[str, dict]]:
+    """name -> (ipywidgets class, its arguments): the control `show` builds for each value, one that hands back a
+    value of the given value's type (a menu: one of its options). A slider's range is widened to hold its value;
+    a value no control returns as itself (a tuple, None, ...) or a menu without it is refused."""
+    ranges = ranges or {}
+    if unknown := set(ranges) - set(values):
+        raise ValueError(f"ranges for {sorted(unknown)}, which are not among the values {sorted(values)}")
+    specs = {}
+    for name, value in values.items():
+        r, number = ranges.get(name), isinstance(value, Real) and not isinstance(value, bool)
+        if isinstance(r, list):
+            if value not in r:
+                raise ValueError(f"{name} = {value!r} is not in its menu {r}")
+            specs[name] = "Dropdown", {"options": r, "value": value}
+        elif isinstance(r, tuple) and number and len(r) in (2, 3):
+            lo, hi = min(r[0], value), max(r[1], value)
+            if isinstance(value, Integral) and not all(isinstance(x, Integral) for x in r):
+                raise ValueError(f"{name} = {value!r} is an int, its range {r!r} is not: write the value as a float")
+            if isinstance(value, Integral):
+                specs[name] = "IntSlider", {"value": int(value), "min": lo, "max": hi, "step": r[2] if r[2:] else 1}
+            else:
+                specs[name] = "FloatSlider", {"value": float(value), "min": lo, "max": hi,
+                                              "step": r[2] if r[2:] else (hi - lo) / 100}
+        elif r is not None:
+            raise ValueError(f"the range of {name} = {value!r} must be a list (a menu) or (lo, hi[, step]) of "
+                             f"numbers around a number, not {r!r}")
+        elif isinstance(value, bool):
+            specs[name] = "Checkbox", {"value": value}
+        elif isinstance(value, Integral):
+            specs[name] = "IntText", {"value": int(value)}
+        elif isinstance(value, Real):
+            specs[name] = "FloatText", {"value": float(value)}
+        elif isinstance(value, str):
+            specs[name] = "Text", {"value": value, "continuous_update": False}
+        else:
+            raise TypeError(f"no control returns {name} = {value!r} as a {type(value).__name__}: pass it as a str, "
+                            "bool, int or float, or give it a menu in ranges")
+    return specs
 
 
 def show(render, values: dict, ranges: dict | None = None) -> None:
     """render(**values) once where the runner executes the notebook; in JupyterLab the same with a control per
-    value (`ranges`: (lo, hi) for a slider of ints, (lo, hi, step) for floats, a list for a menu; a text box
-    otherwise), each change re-rendering."""
+    value (`ranges`: (lo, hi[, step]) for a slider of the value's type, a list for a menu; a checkbox, a number box or
+    a text box otherwise: `control_specs`), each change re-rendering. `render` is any callable (a function, a
+    functools.partial, a bound method) that takes the values by name."""
+    specs = control_specs(values, ranges)
+    try:
+        inspect.signature(render).bind(**values)        # live, interact would only show the TypeError in its output
+    except ValueError:                                  # no signature to check (some builtins)
+        pass
     if under_runner():
         render(**values)
         return
     import ipywidgets as w
 
-    def control(name, value):
-        r = (ranges or {}).get(name)
-        if isinstance(r, list):
-            return w.Dropdown(options=r, value=value, description=name)
-        if isinstance(r, tuple) and isinstance(value, int):
-            return w.IntSlider(value=value, min=r[0], max=r[1], description=name)
-        if isinstance(r, tuple):
-            return w.FloatSlider(value=value, min=r[0], max=r[1], step=r[2], description=name)
-        return w.Text(value=str(value), description=name, continuous_update=False)
+    def rerender(**chosen):         # a function: interact checks its call with inspect.getcallargs, which reads
+        render(**chosen)            # __name__ (a partial or a callable object has none)
 
-    w.interact(render, **{k: control(k, v) for k, v in values.items()})
+    w.interact(rerender, **{k: getattr(w, cls)(description=k, **kw) for k, (cls, kw) in specs.items()})

@@ -120,9 +120,9 @@ def full_size_rows(table: dict) -> list[dict]:
     frame of any deployment), tokens/step and identical frames."""
     ar = table["systems"][table["fastest_ar"]]["frame_ms"]
     out = []
-    for name in table["calls"]:
-        r = {"deployment": name, "AR frame ms": round(table["systems"][f"ar@{name}"]["frame_ms"], 1)}
-        for key, s in table["systems"].items():
+    for name in sorted(table["calls"], key=lambda d: list(DEPLOYMENTS).index(d) if d in DEPLOYMENTS else len(d)):
+        r = {"deployment": name, "AR frame ms": f"{table['systems'][f'ar@{name}']['frame_ms']:.1f}"}
+        for s in sorted(table["systems"].values(), key=lambda s: s["n"]):
             if s["deployment"] == name and s["n"]:
                 r[f"N={s['n']} ms (x)"] = f"{s['frame_ms']:.1f} ({ar / s['frame_ms']:.2f}x)"
                 r[f"N={s['n']} tok/step"] = round(s["tokens_per_step"], 2)

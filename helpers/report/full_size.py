@@ -6,9 +6,13 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from helpers.measure.deployments import DEPLOYMENTS
+
 
 def deployments(table: dict) -> list[str]:
-    return list(table["calls"])
+    """The table's deployments in the order of `measure.deployments.DEPLOYMENTS`."""
+    order = list(DEPLOYMENTS)
+    return sorted(table["calls"], key=lambda d: order.index(d) if d in order else len(order))
 
 
 def speculative(table: dict, name: str) -> dict[int, dict]:
