@@ -15,7 +15,9 @@ A kernel turns a weight W [N, K] (out, in; as `nn.Linear` holds it) into a calla
   scale per call from the call's range; each row is divided by its max|x_m| and two constant columns (+1 and
   -128/127, against zero weight columns) pin that range, so the call quantises every row on the grid of its own
   symmetric int8 scale and a row's result never depends on the call's other rows: a verify call's rows are its AR
-  calls' rows, bit for bit, and speculation is lossless (tests/test_kernels.py). float32 model, CPU. Where the CPU
+  calls' rows, bit for bit, and speculation is lossless (tests/test_kernels.py). Where the CPU has AMX tiles, a call
+  of several rows goes through oneDNN's int8 product instead (`amx_rows`), whose time hardly grows with the rows,
+  quantised on the same grid: the same floats as fbgemm's, bit for bit. float32 model, CPU. Where the CPU
   has no VNNI dot products (an AVX2-only CPU), fbgemm sums pairs of u8 x s8 products in 16 bits, which saturate
   with 8-bit activations, so activations are quantised to 7 bits there (`reduce_range`, pinned by +1 and -64/63):
   measured on an AVX2 EPYC, 8 bits put the fused call 0.5 (relative) away from the dense one.
@@ -111,30 +113,54 @@ class _W8A16:
 
 class _W8A8:
     def __init__(self, weight: torch.Tensor):
-        self.in_features = k = weight.shape[1]
+        self.in_features = weight.shape[1]
         self.reduce_range = not torch.cpu._is_vnni_supported()     # 7-bit activations: see the module's docstring
         half = 64 if self.reduce_range else 128                    # the grid: q = 127 x + 128 (7 bits: 63 x + 64)
         self.pins = (1.0, -half / (half - 1))                      # the call's range, whatever its rows
         w8, scale = int8_per_channel(weight)
-        w8 = torch.cat((w8, torch.zeros(w8.shape[0], 2, dtype=torch.int8)), dim=1)    # the pins meet zero weights
+        padded = torch.cat((w8, torch.zeros(w8.shape[0], 2, dtype=torch.int8)), dim=1)   # the pins meet zero weights
         with warnings.catch_warnings():                 # quantised tensors are deprecated; fbgemm's kernel is not gone
             warnings.filterwarnings("ignore", message=".*quantize_per_tensor, torch.quantize_per_channel.*")
-            q = torch._make_per_channel_quantized_tensor(w8, scale.double(),
+            q = torch._make_per_channel_quantized_tensor(padded, scale.double(),
                                                          torch.zeros_like(scale, dtype=torch.long), 0)
             self.packed = torch.ops.quantized.linear_prepack(q, None)
         self.inputs: dict[int, torch.Tensor] = {}                 # rows -> [rows, K + 2], the pins in place
+        self.tiles = amx_rows()                                    # several rows: oneDNN's AMX product, see below
+        if self.tiles:
+            self.tile_packed = torch.ops.onednn.qlinear_prepack(w8, None)
+            self.scale, self.zero = scale, torch.zeros_like(scale, dtype=torch.long)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
-        buffer = self.inputs.get(rows.shape[0])
-        if buffer is None:
-            buffer = torch.empty(rows.shape[0], self.in_features + 2, device="cpu")
-            buffer[:, self.in_features:] = torch.tensor(self.pins, device="cpu")
-            self.inputs[rows.shape[0]] = buffer
-        peak = torch.linalg.vector_norm(rows, float("inf"), -1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
-        torch.div(rows, peak, out=buffer[:, :self.in_features])
-        out = torch.ops.quantized.linear_dynamic(buffer, self.packed, self.reduce_range).mul_(peak)
-        return out.view(*x.shape[:-1], out.shape[-1])
+        peak = rows.abs().amax(-1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)   # (vector_norm's inf
+        # norm costs 10-15x more on a few rows)
+        if self.tiles and rows.shape[0] > 1:
+            out = self._tiles(rows, peak)
+        else:
+            buffer = self.inputs.get(rows.shape[0])
+            if buffer is None:
+                buffer = torch.empty(rows.shape[0], self.in_features + 2, device="cpu")
+                buffer[:, self.in_features:] = torch.tensor(self.pins, device="cpu")
+                self.inputs[rows.shape[0]] = buffer
+            torch.div(rows, peak, out=buffer[:, :self.in_features])
+            out = torch.ops.quantized.linear_dynamic(buffer, self.packed, self.reduce_range)
+        return out.mul_(peak).view(*x.shape[:-1], out.shape[-1])
+
+    def _tiles(self, rows: torch.Tensor, peak: torch.Tensor) -> torch.Tensor:
+        """Several rows through oneDNN's int8 product on AMX tiles, each quantised on the same grid as the pinned
+        fbgemm call (q = round(127 x / peak) + 128): the same integers, the same sums, the same dequantisation, so the
+        same floats bit for bit (tests/test_kernels.py), at about one call's cost for up to 16 rows."""
+        q = torch.quantize_per_tensor(rows / peak, 1 / 127, 128, torch.quint8).int_repr()
+        return torch.ops.onednn.qlinear_pointwise(q, 1 / 127, 128, self.tile_packed, self.scale, self.zero, None, 1.0,
+                                                  0, torch.float32, "none", [], "")
+
+
+@functools.cache
+def amx_rows() -> bool:
+    """Whether `w8a8` multiplies several rows on AMX tiles (oneDNN) rather than fbgemm's VNNI product, whose time grows
+    with the rows: where the CPU has AMX and torch's oneDNN int8 linear, and 8-bit activations."""
+    return (torch.cpu._is_amx_tile_supported() and torch.cpu._is_vnni_supported()
+            and hasattr(torch.ops.onednn, "qlinear_pointwise"))
 
 
 def make_linear(weight: torch.Tensor, kernel: str) -> Linear | torch.Tensor:
