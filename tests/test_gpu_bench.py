@@ -97,7 +97,9 @@ def test_the_committed_gpu_reference_reads_as_it_says():
     assert len(gpu_frame_rows(gpu)) == len(side["systems"]) and gpu_round_rows(gpu)
     sentence = gpu_sentence(gpu)
     assert sentence.startswith(f"Measured on {gpu['device']}")
-    for value in (s["real_verify_over_ar"], s["real_round_over_ar"], s["real_projected"], s["speedup"], s["ceiling"]):
+    assert s["real_projected_vs_fastest"] <= s["real_projected"] + 1e-12      # never flattered by a slow AR call
+    for value in (s["real_verify_over_ar"], s["real_round_over_ar"], s["real_projected"], s["speedup"], s["ceiling"],
+                  s["real_projected_vs_fastest"]):
         assert f"{value:.2f}" in sentence
     assert ("no faster than" in sentence) == (s["speedup"] <= 1.0)
     exact = load_gpu_reference(Path(ROOT / "outputs" / "gpu-reference" / "exact_float64.json"))
