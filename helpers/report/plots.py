@@ -99,10 +99,13 @@ def topm_accuracy(tables: dict[str, list[list[float]]], title: str, ylabel: str 
     cumulated (notebook 03 plots acceptance, not accuracy against data)."""
     depth = len(next(iter(tables.values())))
     fig, axes = plt.subplots(1, depth, figsize=(3.2 * depth, 3.3), sharey=True, squeeze=False, layout="constrained")
+    markers = ("o", "s", "^", "D", "v", "P")
     for j, ax in enumerate(axes[0]):
-        for name, a in tables.items():
+        for i, (name, a) in enumerate(tables.items()):       # close curves stay visible: each its marker and dash
             top_m = np.cumsum(a[j])
-            ax.plot(np.arange(1, len(top_m) + 1), top_m, marker="o", label=name)
+            ax.plot(np.arange(1, len(top_m) + 1), top_m, marker=markers[i % len(markers)], ms=4.5 - 0.5 * (i % 3),
+                    ls="-" if i == 0 else EXPECTED_STYLES[(i - 1) % len(EXPECTED_STYLES)], lw=1.4,
+                    label=name, zorder=3 + i)
         ax.set(title=f"depth {j + 1}", xlabel="m (drafts kept)", ylim=(0, 1))
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     axes[0][0].set_ylabel(ylabel)
