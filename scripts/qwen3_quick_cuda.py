@@ -46,8 +46,10 @@ def main(argv=None) -> None:
     if {"device", "dtype"} & set(overrides):
         parser.error(f"set the device and dtype with --device and --dtype, not as KEY=VALUE (got {args.overrides})")
     if args.device == "cuda" and not torch.cuda.is_available():
+        from helpers.backends.qwen3.backend import cuda_unavailable_reason
         sys.exit("qwen3_quick_cuda: --device cuda was asked for, but CUDA is not available here "
-                 "(torch.cuda.is_available() is False); use --device cpu to run the same body on the CPU.")
+                 f"(torch.cuda.is_available() is False: {cuda_unavailable_reason()}); use --device cpu to run the "
+                 "same body on the CPU.")
     P = load_params(args.params, {**overrides, "device": args.device, "dtype": args.dtype,
                                   "shard_index": 0, "num_shards": 1})
     out = Path(args.out) if args.out else P.run_dir / "extraction"

@@ -141,3 +141,15 @@ def test_a_loading_script_dataset_names_the_parameters_to_set(qwen3_tiny):
         load_records(P, "evaluation")
     with pytest.raises(ParamsError, match="fleurs_data_dir='{lang}': a folder, where only '{config}' may be replaced"):
         tiny_params(qwen3_tiny, fleurs_data_dir="{lang}")
+
+
+def test_a_missing_cuda_device_says_why_and_what_to_install():
+    """The build, the driver and what to do: a CPU build, no driver, a driver too old for the build's CUDA (the
+    pinned torch is a CUDA 13 build), and a driver new enough with no device visible."""
+    from helpers.backends.qwen3.backend import cuda_unavailable_reason
+    assert "a CPU build" in cuda_unavailable_reason(build="", driver="13.0")
+    assert "no NVIDIA driver was found" in cuda_unavailable_reason(build="13.0", driver=None)
+    assert cuda_unavailable_reason()                                   # this machine's, whatever it has
+    old = cuda_unavailable_reason(build="13.0", driver="12.4")
+    assert "supports CUDA 12.4, older than the CUDA 13.0" in old and "R580 or newer" in old and "whl/cu124" in old
+    assert "CUDA_VISIBLE_DEVICES" in cuda_unavailable_reason(build="13.0", driver="13.0")

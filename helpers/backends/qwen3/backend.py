@@ -29,13 +29,59 @@ TOKENIZER_12HZ = "qwen3_tts_tokenizer_12hz"
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+MIN_DRIVER_CUDA = {13: "580", 12: "525"}           # the oldest NVIDIA driver that runs a CUDA major version
+
+
+def driver_cuda_version() -> str | None:
+    """The CUDA version the installed NVIDIA driver supports, as nvidia-smi prints it ("12.4"), or None (no driver,
+    or no nvidia-smi)."""
+    import re
+    import shutil
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        text = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"CUDA Version:\s*([0-9]+\.[0-9]+)", text)
+    return found.group(1) if found else None
+
+
+_HERE = "here"
+
+
+def cuda_unavailable_reason(build: str | None = _HERE, driver: str | None = _HERE) -> str:
+    """Why torch sees no CUDA device, and what to do: a CPU-only torch build (build None or ""), no NVIDIA driver
+    (driver None), or a driver older than the CUDA version this torch build needs. By default this machine's:
+    `torch.version.cuda`, `driver_cuda_version()`."""
+    build = torch.version.cuda if build == _HERE else build
+    driver = driver_cuda_version() if driver == _HERE else driver
+    if not build:
+        return ("this torch build has no CUDA (a CPU build); install a CUDA build of the pinned torch "
+                f"({torch.__version__.split('+')[0]})")
+    if driver is None:
+        return f"no NVIDIA driver was found (nvidia-smi is missing or failed); this torch build needs CUDA {build}"
+    need = tuple(int(x) for x in build.split(".")[:2])
+    have = tuple(int(x) for x in driver.split(".")[:2])
+    if have < need:
+        minimum = MIN_DRIVER_CUDA.get(need[0])
+        return (f"the NVIDIA driver supports CUDA {driver}, older than the CUDA {build} this torch build needs: update "
+                f"the driver{f' (R{minimum} or newer)' if minimum else ''}, or install the pinned torch built for "
+                f"CUDA {driver.split('.')[0]} from download.pytorch.org's matching index (e.g. .../whl/cu"
+                f"{driver.replace('.', '')})")
+    return (f"the driver (CUDA {driver}) is new enough for this torch build (CUDA {build}), yet no device is visible: "
+            "check CUDA_VISIBLE_DEVICES and that the GPU is not held by another process")
+
+
 def resolve_device(device: str) -> str:
     """'cpu', 'cuda' (only where CUDA is available) or 'auto' (CUDA if available)."""
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device='cuda' was asked for, but CUDA is not available here (torch.cuda.is_available() "
-                           "is False); use device='cpu' or 'auto'")
+                           f"is False): {cuda_unavailable_reason()}; or use device='cpu' or 'auto'")
     return device
 
 
