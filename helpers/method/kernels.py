@@ -12,12 +12,14 @@ A kernel turns a weight W [N, K] (out, in; as `nn.Linear` holds it) into a calla
   activations (`aten._weight_int8pack_mm`): the paper's W8A16. bfloat16 model, CPU.
 - "w8a8": int8 weights per output channel and int8 activations with one scale per row (symmetric, max|x_m| / 127),
   through fbgemm's dynamic linear (`quantized.linear_dynamic`, float32 in and out). fbgemm picks one activation
-  scale per call from the call's range; each row is divided by its max|x_m| and two constant columns (+1 and
-  -128/127, against zero weight columns) pin that range, so the call quantises every row on the grid of its own
-  symmetric int8 scale and a row's result never depends on the call's other rows: a verify call's rows are its AR
-  calls' rows, bit for bit, and speculation is lossless (tests/test_kernels.py). Where the CPU has AMX tiles, a call
-  of several rows goes through oneDNN's int8 product instead (`amx_rows`), whose time hardly grows with the rows,
-  quantised on the same grid: the same floats as fbgemm's, bit for bit. float32 model, CPU. Where the CPU
+  scale per call from the call's range; each row is rounded onto its own symmetric int8 grid (round(127 x / max|x_m|)
+  / 127) and two constant columns (+1 and -128/127, against zero weight columns) pin that range, so the call
+  quantises every row to those integers and a row's product never depends on the call's other rows, bit for bit
+  (tests/test_kernels.py). The rest of a call (attention, norms in float32) can still round a row by the call's shape
+  in the last bit, which int8 rounding now and then turns into another code: whole frames are counted, not assumed
+  (the full-size frames: every one equal; the miniature's: 98 of 100, measured on an Intel Xeon). Where the CPU has
+  AMX tiles, a call of several rows goes through oneDNN's int8 product instead (`amx_rows`), whose time hardly grows
+  with the rows, given the same integers: the same floats as fbgemm's, bit for bit. float32 model, CPU. Where the CPU
   has no VNNI dot products (an AVX2-only CPU), fbgemm sums pairs of u8 x s8 products in 16 bits, which saturate
   with 8-bit activations, so activations are quantised to 7 bits there (`reduce_range`, pinned by +1 and -64/63):
   measured on an AVX2 EPYC, 8 bits put the fused call 0.5 (relative) away from the dense one.
@@ -116,7 +118,8 @@ class _W8A8:
         self.in_features = weight.shape[1]
         self.reduce_range = not torch.cpu._is_vnni_supported()     # 7-bit activations: see the module's docstring
         half = 64 if self.reduce_range else 128                    # the grid: q = 127 x + 128 (7 bits: 63 x + 64)
-        self.pins = (1.0, -half / (half - 1))                      # the call's range, whatever its rows
+        self.levels = half - 1
+        self.pins = (1.0, -half / self.levels)                     # the call's range, whatever its rows
         w8, scale = int8_per_channel(weight)
         padded = torch.cat((w8, torch.zeros(w8.shape[0], 2, dtype=torch.int8)), dim=1)   # the pins meet zero weights
         with warnings.catch_warnings():                 # quantised tensors are deprecated; fbgemm's kernel is not gone
@@ -134,23 +137,24 @@ class _W8A8:
         rows = x.reshape(-1, self.in_features)
         peak = rows.abs().amax(-1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)   # (vector_norm's inf
         # norm costs 10-15x more on a few rows)
+        grid = torch.round(rows / peak * self.levels)          # each row on its own int8 grid, as exact integers
         if self.tiles and rows.shape[0] > 1:
-            out = self._tiles(rows, peak)
+            out = self._tiles(grid)
         else:
             buffer = self.inputs.get(rows.shape[0])
             if buffer is None:
                 buffer = torch.empty(rows.shape[0], self.in_features + 2, device="cpu")
                 buffer[:, self.in_features:] = torch.tensor(self.pins, device="cpu")
                 self.inputs[rows.shape[0]] = buffer
-            torch.div(rows, peak, out=buffer[:, :self.in_features])
-            out = torch.ops.quantized.linear_dynamic(buffer, self.packed, self.reduce_range)
+            torch.div(grid, self.levels, out=buffer[:, :self.in_features])   # on the grid: fbgemm's own rounding of
+            out = torch.ops.quantized.linear_dynamic(buffer, self.packed, self.reduce_range)   # it cannot move a value
         return out.mul_(peak).view(*x.shape[:-1], out.shape[-1])
 
-    def _tiles(self, rows: torch.Tensor, peak: torch.Tensor) -> torch.Tensor:
-        """Several rows through oneDNN's int8 product on AMX tiles, each quantised on the same grid as the pinned
-        fbgemm call (q = round(127 x / peak) + 128): the same integers, the same sums, the same dequantisation, so the
-        same floats bit for bit (tests/test_kernels.py), at about one call's cost for up to 16 rows."""
-        q = torch.quantize_per_tensor(rows / peak, 1 / 127, 128, torch.quint8).int_repr()
+    def _tiles(self, grid: torch.Tensor) -> torch.Tensor:
+        """Several rows through oneDNN's int8 product on AMX tiles, given the same integers as the pinned fbgemm call
+        (q = grid + 128): the same sums and the same dequantisation, so the same floats bit for bit
+        (tests/test_kernels.py), at about one call's cost for up to 16 rows."""
+        q = grid.add_(128).to(torch.uint8)
         return torch.ops.onednn.qlinear_pointwise(q, 1 / 127, 128, self.tile_packed, self.scale, self.zero, None, 1.0,
                                                   0, torch.float32, "none", [], "")
 

@@ -5,7 +5,7 @@ grid (`make bench`'s `cpu_0.6b.json`, one machine, one run).
 - Provenance: the paper prints Figure 4's ceiling at N = 16 and 64; at N = 32 the value (2.47) is Table 2's
   tokens/step taken as the ceiling, which `paper_numbers.yaml` marks inferred (`ceiling_inferred`). A number that
   is not the paper's as printed says so ("inferred", "derived"), never plain "paper".
-- Exactness: every kernel's call is row-independent (w8a8 quantises each row on its own int8 grid,
+- Exactness: no kernel lets a row depend on the call's other rows (w8a8 quantises each row on its own int8 grid,
   `helpers.method.kernels`), so the baseline is the fastest AR call of any deployment; whether whole speculative
   frames equal their AR frames is measured where frames are timed (`cpu_figure4.exact_frames`), never assumed.
 
@@ -38,7 +38,7 @@ def ceiling_text(n: int) -> str:
 
 
 def fastest_exact_ar(grid: dict) -> tuple[str, float]:
-    """(name, ms) of the fastest AR call of the grid (any deployment: every kernel's rows are its AR call's)."""
+    """(name, ms) of the fastest AR call of the grid (any deployment: no kernel lets a row depend on the call's other rows)."""
     exact = {k: v["ar_ms"] for k, v in grid.items() if isinstance(v, dict) and "ar_ms" in v}
     if not exact:
         raise ValueError(f"no deployment in the grid: {sorted(grid)}")
