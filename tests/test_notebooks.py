@@ -204,3 +204,23 @@ def test_notebook_03_runs_in_a_plain_kernel_as_jupyterlab_runs_it(smoke_run, smo
     assert {"DropdownModel", "IntSliderModel", "OutputModel"} <= models, models
     rendered = [o for m in state.values() if m["model_name"] == "OutputModel" for o in m["state"].get("outputs", [])]
     assert any("text/markdown" in o.get("data", {}) for o in rendered), rendered     # the tree's sentence, rendered
+
+
+def test_make_bench_runs_on_the_smoke_runs_stages(smoke_run, smoke_cache):
+    """`make bench` (helpers.experiment.bench) on the smoke run's cached stages, small: the sweep, every deployment,
+    the full-size frames (one frame), the side by side; its file holds what it printed, every full-size frame
+    lossless, and the full-size table has every deployment this CPU runs."""
+    out, result = smoke_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    saved = out / "bench.json"
+    bench = run("-m", "helpers.experiment.bench", "--params", "params/smoke.yaml", "-p", f"output_dir={out}",
+                "-p", f"cache_dir={smoke_cache}", "--calls", "3", "--warmup", "1", "--frames", "3", "--side-frames", "2",
+                "--compile", "none", "--compiled-sizes", "2", "--real-rounds", "0", "--full-size-frames", "1",
+                "--out", str(saved))
+    assert bench.returncode == 0, bench.stdout + bench.stderr
+    data = json.loads(saved.read_text())
+    full = data["full_size"]
+    assert full["frames"] == 1 and full["shape"]["hidden_size"] == 1024
+    assert all(s["lossless"] for s in full["systems"].values()), full["systems"]
+    assert f"fastest AR {full['fastest_ar']}" in bench.stdout and "side by side" in bench.stdout
+    assert data["deployments"]["frames"]["frames"] == 2 and data["side_by_side"]["frames"] == 2
