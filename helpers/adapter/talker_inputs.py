@@ -6,7 +6,8 @@ embeddings plus that step's trailing text embedding. The talker's output at the 
 predicts frame 0's `c0`; the output at frame f's input predicts frame f+1's `c0` (or the codec EOS).
 
 `teacher_forced_inputs` lays ground-truth codes into that sequence, so teacher forcing (training the
-drafters, training the miniature) sees exactly the hidden states free-running synthesis produces.
+drafters, training the miniature) sees the hidden states free-running synthesis produces: exactly in float64; in
+bf16 to rounding (the 16 code embeddings' sum and a batched attention round differently from one-step decoding).
 """
 
 from __future__ import annotations
