@@ -28,11 +28,8 @@ import math
 from dataclasses import dataclass
 
 import torch
-from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSTalkerConfig
-from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSTalkerForConditionalGeneration
 
 from helpers.adapter.global_rng import global_rng
-from helpers.adapter.tiny import QWEN3_TTS_0_6B, TinyTalkerSpec
 from helpers.method.drafters import Drafter, make_drafter
 from helpers.method.predictor import CodePredictor
 
@@ -42,7 +39,7 @@ class FullSize:
     """A miniature embedded at a bigger shape: `talker` (official, its code predictor at that shape), the residual
     scale c (`scale`) and the miniature's hidden size (`small_hidden`)."""
 
-    talker: Qwen3TTSTalkerForConditionalGeneration
+    talker: torch.nn.Module                    # an official Qwen3TTSTalkerForConditionalGeneration
     scale: float
     small_hidden: int
 
@@ -82,7 +79,7 @@ def head_dim_map(small: int, big: int) -> torch.Tensor:
     return (i % half) * r + (i // half) * big_half
 
 
-def check_shape(config, shape: TinyTalkerSpec) -> None:
+def check_shape(config, shape) -> None:
     """Refuse, by name, a shape the miniature (code predictor `config`) does not embed into."""
     def fail(what):
         raise ValueError(f"the miniature (hidden {config.hidden_size}, {config.num_hidden_layers} layers, heads "
@@ -107,10 +104,17 @@ def check_shape(config, shape: TinyTalkerSpec) -> None:
         fail(f"talker width {shape.talker_hidden_size} differs from hidden size {shape.hidden_size} (a projection)")
 
 
-def full_size(talker: Qwen3TTSTalkerForConditionalGeneration, shape: TinyTalkerSpec = QWEN3_TTS_0_6B) -> FullSize:
-    """The miniature `talker`'s code predictor embedded at `shape` (default the real 0.6B code predictor's; see the
-    module docstring), in an official talker of that width in the miniature's dtype (its own layers, one, are not
-    part of the inner loop: a fixed random init). Seconds."""
+def full_size(talker: torch.nn.Module, shape=None) -> FullSize:
+    """The miniature `talker`'s code predictor embedded at `shape` (an `adapter.tiny.TinyTalkerSpec`; default
+    `QWEN3_TTS_0_6B`, the real 0.6B code predictor's; see the module docstring), in an official talker of that width
+    in the miniature's dtype (its own layers, one, are not part of the inner loop: a fixed random init). Seconds.
+    (`qwen_tts` is imported here, not with the module: importing it prints banners a notebook silences first.)"""
+    from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSTalkerConfig
+    from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSTalkerForConditionalGeneration
+
+    from helpers.adapter.tiny import QWEN3_TTS_0_6B
+
+    shape = QWEN3_TTS_0_6B if shape is None else shape
     small_cp, small_e0 = talker.code_predictor, talker.get_input_embeddings()
     cfg = small_cp.config
     check_shape(cfg, shape)

@@ -21,16 +21,12 @@ import numpy as np
 import torch
 
 from helpers.adapter.full_size import full_size
-from helpers.adapter.tiny import QWEN3_TTS_0_6B
 from helpers.measure.deployments import DEPLOYMENTS, call_grid, deployed, deployment_frames, runnable
 from helpers.method.drafters import Drafter
 from helpers.method.kernels import fits
 from helpers.method.predictor import CodePredictor
 from helpers.method.round import SamplerConfig, frame_uniforms
 from helpers.method.tree import SparseTree
-
-SHAPE_KEYS = ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "intermediate_size")
-
 
 @torch.no_grad()
 def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int, SparseTree], g: torch.Tensor,
@@ -39,7 +35,7 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
     """The miniature `talker` (official, its trained `drafter`) at the 0.6B shape, every deployment in `names`
     (default: every one this CPU runs), frames g [F, H_s], c0 [F], trees {N: SparseTree}. See the module docstring.
     paper_tokens_per_step {N: tokens/step}: the projection's numerators (default none)."""
-    fs = full_size(talker, QWEN3_TTS_0_6B)
+    fs = full_size(talker)                       # the 0.6B code predictor's shape
     big = CodePredictor.from_talker(fs.talker)
     names = [n for n in (runnable() if names is None else names)
              if fits(DEPLOYMENTS[n][1], big.hidden_size, big.config.intermediate_size)]
@@ -61,7 +57,10 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
     lossless = [k for k, r in rows.items() if r["n"] and r["lossless"]]
     fastest_spec = min(lossless, key=lambda k: rows[k]["frame_ms"]) if lossless else None
     model = {name: frame_model(result["samples"], name, calls[name]) for name in names}
-    shape = {k: getattr(QWEN3_TTS_0_6B, k) for k in SHAPE_KEYS} | {"vocab_size": fs.talker.code_predictor.config.vocab_size}
+    cfg = fs.talker.code_predictor.config
+    shape = {"hidden_size": cfg.hidden_size, "num_layers": cfg.num_hidden_layers, "num_heads": cfg.num_attention_heads,
+             "num_kv_heads": cfg.num_key_value_heads, "head_dim": cfg.head_dim,
+             "intermediate_size": cfg.intermediate_size, "vocab_size": cfg.vocab_size}
     out = {"shape": shape,
            "scale": fs.scale, "frames": frames, "systems": rows, "fastest_ar": fastest_ar,
            "fastest_spec": fastest_spec,
