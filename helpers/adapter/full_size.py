@@ -71,11 +71,11 @@ class FullSize:
         return big.to(predictor.device)
 
 
-def head_dim_map(small: int, big: int) -> torch.Tensor:
+def head_dim_map(small: int, big: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """[small] the big head's dimension that takes each of the small head's dims: pair i (dims i, i + small/2, as
     the rotary embedding pairs them) goes to pair i * big / small, which has the same rotary frequency."""
     r, half, big_half = big // small, small // 2, big // 2
-    i = torch.arange(small)
+    i = torch.arange(small, device=device)
     return (i % half) * r + (i // half) * big_half
 
 
@@ -142,7 +142,7 @@ def _embed(small, small_e0, big, big_e0) -> float:
     h = s_cfg.hidden_size
     c = math.sqrt(b_cfg.hidden_size / h)
     s_qk = math.sqrt(b_cfg.head_dim / s_cfg.head_dim)
-    dims = head_dim_map(s_cfg.head_dim, b_cfg.head_dim)
+    dims = head_dim_map(s_cfg.head_dim, b_cfg.head_dim, big_e0.weight.device)
     g_s = s_cfg.num_attention_heads // s_cfg.num_key_value_heads
     g_b = b_cfg.num_attention_heads // b_cfg.num_key_value_heads
     q_heads = [i // g_s * g_b + i % g_s for i in range(s_cfg.num_attention_heads)]

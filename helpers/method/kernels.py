@@ -121,7 +121,7 @@ class _W8A8:
         self.levels = half - 1
         self.pins = (1.0, -half / self.levels)                     # the call's range, whatever its rows
         w8, scale = int8_per_channel(weight)
-        padded = torch.cat((w8, torch.zeros(w8.shape[0], 2, dtype=torch.int8)), dim=1)   # the pins meet zero weights
+        padded = torch.cat((w8, torch.zeros(w8.shape[0], 2, dtype=torch.int8, device="cpu")), dim=1)   # pins x zeros
         with warnings.catch_warnings():                 # quantised tensors are deprecated; fbgemm's kernel is not gone
             warnings.filterwarnings("ignore", message=".*quantize_per_tensor, torch.quantize_per_channel.*")
             q = torch._make_per_channel_quantized_tensor(padded, scale.double(),
