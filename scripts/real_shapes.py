@@ -144,6 +144,31 @@ def count(module) -> float:
     return sum(p.numel() for p in module.parameters()) / 1e6
 
 
+SMALL = dict(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=8)
+
+
+def scaled_configs(folder: Path, talker_layers: int = 1, predictor_layers: int = 2, configs: Path = CONFIGS) -> Path:
+    """The three configuration files with every width small (`SMALL`), the given depths and every id as it is."""
+    folder.mkdir(parents=True)
+    cfg = json.loads((configs / "config.json").read_text())
+    talker = cfg["talker_config"]
+    talker.update(SMALL, num_hidden_layers=talker_layers, text_hidden_size=16)
+    talker["rope_scaling"]["mrope_section"] = [2, 1, 1]                     # sums to head_dim / 2
+    predictor = talker["code_predictor_config"]
+    predictor.update(SMALL, num_hidden_layers=predictor_layers, layer_types=["full_attention"] * predictor_layers)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    speech = json.loads((configs / "speech_tokenizer_config.json").read_text())
+    speech["encoder_config"].update(hidden_size=16, num_filters=4, num_hidden_layers=1, intermediate_size=32,
+                                    num_attention_heads=2, num_key_value_heads=2, head_dim=8, codebook_dim=8,
+                                    vector_quantization_hidden_dimension=8, upsample_groups=16)
+    speech["decoder_config"].update(hidden_size=16, latent_dim=16, codebook_dim=16, num_attention_heads=2,
+                                    num_key_value_heads=2, head_dim=8, intermediate_size=32, num_hidden_layers=1,
+                                    decoder_dim=32, vector_quantization_hidden_dimension=8)
+    (folder / "speech_tokenizer_config.json").write_text(json.dumps(speech))
+    (folder / "generation_config.json").write_text((configs / "generation_config.json").read_text())
+    return folder
+
+
 def build_checkpoint(folder: Path, dtype: torch.dtype, seed: int = 0, configs: Path = CONFIGS) -> dict:
     """The random checkpoint folder from the configuration files in `configs`; parameter counts (millions) by part."""
     from qwen_tts.core.models import Qwen3TTSForConditionalGeneration
