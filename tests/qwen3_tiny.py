@@ -21,6 +21,7 @@ from helpers.backends.languages import LANGUAGES as OFFICIAL_NAMES
 CODEC = 64                      # codes per codebook (Mimi needs a power of two)
 LANGUAGES = tuple(OFFICIAL_NAMES.values())
 SPEAKERS = ("ryan", "anna")
+WIDE_HEAD_DIM = 16                # 4 heads x 16 = 64 against hidden 32 (the real 0.6B: 16 x 128 against 1024)
 TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tts_pad>", "<tts_bos>", "<tts_eos>"]
 WORDS = "the a cat dog sat ran on mat red blue big small house tree sun moon one two".split()
 FLEURS = {"en": "en_us", "de": "de_de", "es": "es_419", "ru": "ru_ru", "ja": "ja_jp", "zh": "cmn_hans_cn"}
@@ -71,15 +72,18 @@ def random_speech_tokenizer(config, seed: int):
     return model
 
 
-def _tts_config(tokenizer, talker_hidden: int = 32, predictor_hidden: int = 32, tokenizer_type="qwen3_tts_tokenizer_12hz"):
+def _tts_config(tokenizer, talker_hidden: int = 32, predictor_hidden: int = 32, tokenizer_type="qwen3_tts_tokenizer_12hz",
+                head_dim: int | None = None):
+    """head_dim: of the talker and the code predictor alike; default hidden // heads (heads x head_dim == hidden). The
+    real 0.6B's are wider than its hidden size (16 heads x 128 = 2048 against 1024): `WIDE_HEAD_DIM` is that here."""
     from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
 
     ids = {name: CODEC + i for i, name in enumerate(("pad", "bos", "eos", "think", "nothink", "think_bos", "think_eos"))}
     heads = 4
     predictor = dict(vocab_size=CODEC, hidden_size=predictor_hidden, intermediate_size=2 * predictor_hidden,
                      num_hidden_layers=2, num_attention_heads=heads, num_key_value_heads=2,
-                     head_dim=predictor_hidden // heads, num_code_groups=16, max_position_embeddings=64)
-    hd = talker_hidden // heads
+                     head_dim=head_dim or predictor_hidden // heads, num_code_groups=16, max_position_embeddings=64)
+    hd = head_dim or talker_hidden // heads
     talker = dict(code_predictor_config=predictor, vocab_size=CODEC + 1024, hidden_size=talker_hidden,
                   intermediate_size=2 * talker_hidden, num_hidden_layers=2, num_attention_heads=heads,
                   num_key_value_heads=2, head_dim=hd, text_hidden_size=16, text_vocab_size=len(tokenizer),
@@ -97,14 +101,15 @@ def _tts_config(tokenizer, talker_hidden: int = 32, predictor_hidden: int = 32, 
                           tts_bos_token_id=tid("<tts_bos>"), tts_eos_token_id=tid("<tts_eos>"))
 
 
-def build_tiny_tts(folder: Path, seed: int = 0, logit_scale: float = 20.0) -> Path:
-    """A random CustomVoice checkpoint folder, laid out like Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice."""
+def build_tiny_tts(folder: Path, seed: int = 0, logit_scale: float = 20.0, head_dim: int | None = None) -> Path:
+    """A random CustomVoice checkpoint folder, laid out like Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice; `head_dim`: see
+    `_tts_config` (`WIDE_HEAD_DIM`: heads x head_dim twice the hidden size, as in the real 0.6B)."""
     from qwen_tts.core.models import Qwen3TTSForConditionalGeneration
 
     folder = Path(folder)
     tokenizer = _text_tokenizer()
     torch.manual_seed(seed)
-    model = Qwen3TTSForConditionalGeneration(_tts_config(tokenizer)).eval()
+    model = Qwen3TTSForConditionalGeneration(_tts_config(tokenizer, head_dim=head_dim)).eval()
     sharpen_code_predictor(model, logit_scale)
     save_tts(folder, model, tokenizer)
     save_speech_tokenizer(folder, _speech_tokenizer(seed))

@@ -6,8 +6,10 @@ embeddings plus that step's trailing text embedding. The talker's output at the 
 predicts frame 0's `c0`; the output at frame f's input predicts frame f+1's `c0` (or the codec EOS).
 
 `teacher_forced_inputs` lays ground-truth codes into that sequence, so teacher forcing (training the
-drafters, training the miniature) sees the hidden states free-running synthesis produces: exactly in float64; in
-bf16 to rounding (the 16 code embeddings' sum and a batched attention round differently from one-step decoding).
+drafters, training the miniature) sees the hidden states free-running synthesis produces: exactly in float64 with
+`sdpa` attention, alone or right-padded in a batch; to float32 rounding with `eager` (qwen_tts takes its softmax in
+float32); in bf16 to bf16 rounding (the 16 code embeddings' sum and a batched attention round differently from
+one-step decoding). `tests/test_qwen3_attention.py` measures each.
 """
 
 from __future__ import annotations

@@ -148,7 +148,11 @@ class Qwen3Backend(Backend):
     @classmethod
     def load(cls, model_id_or_path: str, device: str = "auto", dtype: str = "bfloat16",
              attn_implementation: str = "eager", **settings) -> "Qwen3Backend":
-        """Load a checkpoint (hub id or local folder) on `device` in `dtype`; settings: the constructor's."""
+        """Load a checkpoint (hub id or local folder) on `device` in `dtype`; settings: the constructor's.
+
+        attn_implementation: the talker's. In float64 `sdpa` (the paper's parameter files) keeps its attention in
+        float64; qwen_tts's `eager` takes the softmax in float32, so its states differ from sdpa's by float32 rounding
+        (docs/real-model.md; tests/test_qwen3_attention.py)."""
         from qwen_tts import Qwen3TTSModel
 
         if dtype not in DTYPES:
