@@ -1,4 +1,4 @@
-"""`python -m helpers PARAMS [--only NN] [--from NN] [-p key=value]`: the notebook sequence (helpers.experiment.runner)."""
+"""`python -m helpers PARAMS [--only NN] [--from NN] [--check] [-p key=value]`: the notebook sequence (helpers.experiment.runner)."""
 
 import sys
 

@@ -67,7 +67,8 @@ class InnerLoop:
         match = (e0[:, None, :].to(narrow) == table[None].to(narrow)).all(-1)       # [B, V0]
         if not bool((match.sum(-1) == 1).all()):
             raise ValueError("the code predictor's second input is not exactly one row of the talker's codec "
-                             "embedding; the inner loop can only follow the official talker")
+                             "embedding; the inner loop can only follow the official talker (whose E0 rows a backend "
+                             "checks distinct at load: helpers.adapter.c0_rows)")
         return match.to(torch.int8).argmax(-1)
 
     @torch.no_grad()

@@ -1,8 +1,9 @@
 """The runner: every notebook in order with papermill, into `outputs/<run name>/`.
 
-    python -m helpers params/mini.yaml [--only 03] [--from 02] [--build] [-p seed=1 -p tree_size=16]
+    python -m helpers params/mini.yaml [--only 03] [--from 02] [--build] [--check] [-p seed=1 -p tree_size=16]
 
-Parameters are validated before any notebook runs. On the mini backend the miniature is built (or found in the
+Parameters are validated before any notebook runs; on the qwen3 backend the pre-flight then checks the datasets,
+models, CUDA, disk and memory (`helpers.experiment.preflight`; `--check`: only that, `--no-check`: skip it). On the mini backend the miniature is built (or found in the
 cache) first, as its own step (`helpers.experiment.miniature`; `--build`: only that step). Each notebook gets `params_file` and the `-p`
 overrides (it loads and checks the rest itself: `helpers.experiment.params.notebook_params`), so a notebook run
 alone with the papermill CLI behaves exactly as it does here. One line per notebook with its time, and while
@@ -111,6 +112,10 @@ def main(argv=None) -> int:
     ap.add_argument("--build", action="store_true", help="only build the miniature (mini backend), no notebook")
     ap.add_argument("--ship", action="store_true", help="only build the miniature from scratch and write its "
                                                         "trained steps to mini_trained (make mini), no notebook")
+    ap.add_argument("--check", action="store_true", help="only the pre-flight (datasets, models, CUDA, disk and "
+                                                         "memory: helpers.experiment.preflight), no notebook")
+    ap.add_argument("--no-check", dest="no_check", action="store_true",
+                    help="skip the pre-flight that opens a qwen3 run (a rerun whose checks passed)")
     ap.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="override a parameter (value parsed as YAML), repeatable")
     args = ap.parse_args(argv)
@@ -125,6 +130,13 @@ def main(argv=None) -> int:
     except ParamsError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.check or (P.backend != "mini" and not args.no_check):
+        from helpers.experiment.preflight import preflight
+        if preflight(P) != 0:
+            print("error: the pre-flight failed (its FAILED lines say what to do)", file=sys.stderr)
+            return 1
+        if args.check:
+            return 0
     import papermill as pm
 
     # The kernels inherit this: an OpenMP thread waiting for work sleeps instead of spinning, so the miniature's

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from helpers.artifacts import note
+from helpers.adapter.c0_rows import check_c0_rows
 from helpers.backends.base import Backend, Sample
 from helpers.backends.languages import LANGUAGES
 from helpers.backends.mini import asr
@@ -37,6 +38,7 @@ class MiniBackend(Backend):
         self.mini = mini
         self.model = mini.model.to(dtype)
         self.inner_loop_dtype = inner_loop_dtype
+        check_c0_rows(self.model.talker, inner_loop_dtype)          # the inner loop's c0 lookup, at load
         self.languages = {code: LANGUAGES[code] for code in languages}
         self.talker_sampling = dict(talker_sampling or {})
 

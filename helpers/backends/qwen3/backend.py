@@ -19,6 +19,7 @@ import json
 import numpy as np
 import torch
 
+from helpers.adapter.c0_rows import check_c0_rows
 from helpers.backends.base import Backend, Sample
 from helpers.backends.languages import LANGUAGES as LANGUAGE_NAMES
 from helpers.backends.qwen3 import asr
@@ -123,6 +124,7 @@ class Qwen3Backend(Backend):
         self.inner_loop_dtype = None if inner_loop_dtype == "same" else DTYPES[inner_loop_dtype]
         self.whisper_id, self.asr_batch_size = whisper_id, asr_batch_size
         self.model = tts.model.eval()
+        check_c0_rows(self.model.talker, self.inner_loop_dtype)     # the inner loop's c0 lookup, at load
         self.speech_tokenizer = self.model.speech_tokenizer
         self.sample_rate = self.speech_tokenizer.get_output_sample_rate()
         self.frames_per_second = self.sample_rate / self.speech_tokenizer.get_decode_upsample_rate()

@@ -96,7 +96,18 @@ class Source:
 
 def open_split(src: Source, streaming: bool, seed: int):
     """The split, shuffled with `seed`, with audio left undecoded ({"bytes", "path"} per row)."""
-    from datasets import Audio, IterableDataset, load_from_disk
+    from datasets import IterableDataset
+
+    ds = open_rows(src, streaming)
+    if isinstance(ds, IterableDataset):
+        return ds.shuffle(seed=seed, buffer_size=SHUFFLE_BUFFER)
+    return ds.shuffle(seed=seed)
+
+
+def open_rows(src: Source, streaming: bool):
+    """The split in its stored order, with audio left undecoded: what `open_split` shuffles (the pre-flight reads
+    its first row, `helpers.experiment.preflight.sources`)."""
+    from datasets import Audio, load_from_disk
 
     saved = Path(src.dataset_id) / src.config
     if not src.data_dir and (saved / "dataset_dict.json").is_file():
@@ -108,10 +119,7 @@ def open_split(src: Source, streaming: bool, seed: int):
         ds = _load_dataset(src, streaming)
     if "audio" not in ds.column_names:
         raise ValueError(f"{src} has no 'audio' column; columns: {ds.column_names}")
-    ds = ds.cast_column("audio", Audio(decode=False))
-    if isinstance(ds, IterableDataset):
-        return ds.shuffle(seed=seed, buffer_size=SHUFFLE_BUFFER)
-    return ds.shuffle(seed=seed)
+    return ds.cast_column("audio", Audio(decode=False))
 
 
 def _load_dataset(src: Source, streaming: bool):
