@@ -18,6 +18,10 @@ tens of ms). So:
    AR, at the miniature's tokens/step: the paper's higher acceptance would take less);
 4. the frames each setting decodes (`helpers.experiment.run_size`) times those milliseconds.
 
+Memory and disk: the pre-flight's upper bounds (`helpers.experiment.preflight.resources.Needs`) for the real
+configuration's parameters, counted on the meta device (no weights allocated); Whisper's weights are not counted
+here (the pre-flight reads their size from the hub before a run).
+
 Prints the arithmetic as Markdown and writes run_estimate.json and run_estimate.md to --out.
 """
 
@@ -104,6 +108,38 @@ def real_depth_ops(work: Path, frames: int) -> dict:
             "talker": whole - here}
 
 
+def real_parameters() -> dict[str, int]:
+    """Elements per tensor of the real checkpoint (talker, code predictor, speech tokenizer), built on the meta
+    device from the configuration files in scripts/data/ (the pre-flight's `Found.tensors`)."""
+    from qwen_tts.core.models import Qwen3TTSForConditionalGeneration
+    from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
+    from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Model
+    from real_shapes import CONFIGS, speech_tokenizer_config
+
+    cfg = json.loads((CONFIGS / "config.json").read_text())
+    cfg.pop("architectures"), cfg.pop("model_type")
+    with torch.device("meta"):
+        tts = Qwen3TTSForConditionalGeneration(Qwen3TTSConfig(speaker_encoder_config={}, **cfg))
+        tokenizer = Qwen3TTSTokenizerV2Model(speech_tokenizer_config())
+    return {**{n: t.numel() for n, t in tts.named_parameters()},
+            **{f"speech_tokenizer.{n}": t.numel() for n, t in tokenizer.named_parameters()}}
+
+
+def resources(P, tensors: dict[str, int]) -> dict:
+    """The pre-flight's memory and disk bounds of a setting (bytes and how), Whisper's weights left out."""
+    from helpers.experiment.preflight.models import Found
+    from helpers.experiment.preflight.resources import Needs
+    from real_shapes import CONFIGS
+
+    config = json.loads((CONFIGS / "config.json").read_text())
+    need = Needs.of(P, Found(P.model_id_or_path, "configuration files", config, tensors),
+                    Found(P.whisper_id, "not counted", {}, {}))
+    n, how = need.memory["weights"]
+    need.memory["weights"] = (n, how.split(" + Whisper's")[0])                  # none counted here
+    return {"memory": {k: [n, how] for k, (n, how) in need.memory.items()},
+            "disk": {k: [n, how] for k, (n, how) in need.disk.items() if k != "models"}}
+
+
 def estimate(gpu: dict, mini: dict, real: dict, settings: dict) -> dict:
     """Milliseconds per frame on the reference GPU and hours per setting (see the module docstring)."""
     side = gpu["mini"]["side_by_side"]["systems"]
@@ -145,6 +181,13 @@ def markdown(e: dict, mini: dict, real: dict) -> str:
         lines.append(f"| {name} | {w['ar_frames']:,.0f} | {w['spec_frames']:,.0f} | {w['replay_frames']:,.0f} | "
                      f"{h['AR synthesis']:.1f} | {h['speculative synthesis']:.1f} | {h['replay (inner loop alone)']:.1f} "
                      f"| {s['total_hours']:.1f} |")
+    lines += ["", f"Memory and disk, upper bounds (the pre-flight's arithmetic; {e['parameters'] / 1e6:.0f} M parameters in "
+              "the real configuration, Whisper's weights not counted):", ""]
+    for name, s in e["settings"].items():
+        r = s["resources"]
+        for kind in ("memory", "disk"):
+            lines.append(f"- {name}, {kind}: {sum(n for n, _ in r[kind].values()) / 1e9:.1f} GB = " + " + ".join(
+                f"{k} {n / 1e9:.2f} GB ({how})" for k, (n, how) in r[kind].items()))
     lines += ["", "Frames: utterances x the mean frames per utterance of the paper's Table 1 "
               "(`helpers.experiment.run_size`). Not priced: downloads, the data stage's encoding, teacher forcing, "
               "drafter training, the codec decoder and the ASR (Whisper) of the quality stage."]
@@ -174,8 +217,12 @@ def main(argv=None) -> int:
         real = real_depth_ops(work, args.frames)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    settings = {Path(f).stem: run_work(load_params(ROOT / f)) for f in SETTINGS}
-    e = estimate(gpu, mini, real, settings)
+    params = {Path(f).stem: load_params(ROOT / f) for f in SETTINGS}
+    e = estimate(gpu, mini, real, {name: run_work(P) for name, P in params.items()})
+    tensors = real_parameters()
+    e["parameters"] = sum(tensors.values())
+    for name, P in params.items():
+        e["settings"][name]["resources"] = resources(P, tensors)
     e.update(operations={"miniature": mini, "real_depth": real})
     text = markdown(e, mini, real)
     out = Path(args.out)

@@ -46,5 +46,7 @@ def test_the_estimate_script_shows_its_arithmetic(tmp_path):
         spent = (w["ar_frames"] * (ms["talker"] + ms["inner_ar"]) + w["spec_frames"] * (ms["talker"] + ms["inner_spec"])
                  + w["replay_frames"] * ms["inner_spec"])
         assert s["total_hours"] == pytest.approx(spent / 3.6e6)
+        memory = s["resources"]["memory"]
+        assert memory["weights"][0] == 2 * e["parameters"] > 1e9           # bf16 weights of the real configuration
     md = (tmp_path / "run_estimate.md").read_text()
     assert "| qwen3-tts-0.6b |" in md and "Not priced" in md
