@@ -267,7 +267,7 @@ def markdown(out: dict) -> str:
     """The report: machine, the miniature's frames, the round's parts, counts, the 0.6B shape's projection."""
     from helpers.measure.machine import measured_on
     from helpers.report import tables
-    from helpers.report.gpu_reference import gpu_frame_rows, gpu_round_rows
+    from helpers.report.nb06_latency import gpu_frame_rows, gpu_round_rows
 
     lines = [f"# GPU reference: {out['device']}", "", f"{measured_on(out['machine'])}. torch {out['torch']}; "
              f"{out['seconds']:.0f} s in all. Written by `make bench-gpu` (scripts/bench_gpu.py).", ""]

@@ -3,12 +3,22 @@ no module imports itself back through others.
 
 Layers, from the bottom: artifacts < method < adapter < backends < measure < report < experiment. A module
 may import its own layer and the layers below it; the two backends never import each other.
+
+The report layer is cut one way, one module per notebook beside the shared `plots`, `paper` and `tables`: at most
+MAX_REPORT_MODULES files (`__init__.py` counted). A notebook's code cells call a function and show its result: no
+code cell holds more than MAX_PROSE_LINES lines of f-string prose (`fstring_lines`); longer prose is a report
+function returning Markdown.
 """
 
 import ast
+import json
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "helpers"
+NOTEBOOKS = ROOT.parent / "notebooks"
+MAX_REPORT_MODULES = 14
+MAX_PROSE_LINES = 5
 LAYERS = ("artifacts", "method", "adapter", "backends", "measure", "report", "experiment")
 
 
@@ -112,3 +122,44 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
     finally:
         ROOT = saved
     assert found == {"helpers.experiment.stages", "helpers.method.b"}
+
+
+def fstring_lines(source: str) -> int:
+    """The lines of a code cell that lie inside an f-string literal: the union of the source spans of its
+    `ast.JoinedStr` nodes (an implicit concatenation with an f-string part is one literal), each line counted once.
+    IPython magics and shell lines (`%...`, `!...`) are blanked before parsing."""
+    code = "\n".join("" if re.match(r"\s*[%!]", line) else line for line in source.splitlines())
+    lines = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.JoinedStr):
+            lines.update(range(node.lineno, node.end_lineno + 1))
+    return len(lines)
+
+
+def code_cells() -> list[tuple[str, int, str]]:
+    """(notebook, cell index, source) of every code cell of notebooks/."""
+    cells = []
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            if cell["cell_type"] == "code":
+                cells.append((path.name, i, "".join(cell["source"])))
+    return cells
+
+
+def test_the_report_layer_has_one_module_per_notebook_and_few_others():
+    found = sorted(p.name for p in (ROOT / "report").glob("*.py"))
+    assert len(found) <= MAX_REPORT_MODULES, f"{len(found)} modules in helpers/report/ (at most {MAX_REPORT_MODULES}): {found}"
+    notebooks = sorted(p.stem[:2] for p in NOTEBOOKS.glob("*.ipynb"))
+    assert notebooks and all(any(f.startswith(f"nb{n}_") for f in found) for n in notebooks), (notebooks, found)
+
+
+def test_no_notebook_cell_holds_more_than_a_few_lines_of_fstring_prose():
+    long = [f"{nb} cell {i}: {n} lines" for nb, i, source in code_cells() if (n := fstring_lines(source)) > MAX_PROSE_LINES]
+    assert not long, (f"code cells with more than {MAX_PROSE_LINES} lines of f-string prose (move the prose into the "
+                      "notebook's helpers.report module, a function returning Markdown):\n" + "\n".join(long))
+
+
+def test_the_prose_count_counts_fstring_lines_only():
+    assert fstring_lines('x = "plain"\nprint(f"a {x}"\n      f"b"\n      "c")\n%time y = 1\n') == 3
+    assert fstring_lines('s = ("one "\n     "two")\n') == 0
+    assert fstring_lines('display(f"{a}" + f"{b}")\nz = f"""\n{c}\n"""\n') == 4

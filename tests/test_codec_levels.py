@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from helpers.report.codec_levels import level_statistics
+from helpers.report.nb01_data import level_statistics
 
 
 def _utterances(n: int, frames: int, gen: torch.Generator) -> list[torch.Tensor]:

@@ -24,7 +24,7 @@ from helpers.method.predictor import CodePredictor
 from helpers.method.replay import replay_calls
 from helpers.method.round import SamplerConfig, frame_uniforms
 from helpers.method.training import TeacherForcedHidden, TrainConfig, train_drafter
-from helpers.report.overview import frame_walkthrough
+from helpers.report.nb00_overview import frame_walkthrough
 from conftest import SPECS, frame_inputs
 
 FRAMES = 3                       # free-running frames per synthesis on the qwen3 backend

@@ -1,9 +1,11 @@
-"""Interpretation helpers (helpers.report.interpret): gaps, the tree / drafter split, the paired test and its power."""
+"""The sentences that interpret a run's numbers (helpers.report.nb02_drafters, nb03_tree, nb04_decoding, nb05_quality):
+gaps, the tree / drafter split, the paired test and its power."""
 
 import pytest
 
-from helpers.report.interpret import (asr_has_signal, expected_gaps, gap_sentence, intelligibility,
-                                      language_lead_sentence, paired_test, room_sentence, tree_drafter_split)
+from helpers.report.nb03_tree import room_sentence
+from helpers.report.nb04_decoding import expected_gaps, gap_sentence, language_lead_sentence, tree_drafter_split
+from helpers.report.nb05_quality import asr_has_signal, intelligibility, paired_test
 
 
 def test_gaps_and_their_sentence():
@@ -54,7 +56,7 @@ def test_intelligibility_and_asr_signal():
 
 
 def test_exact_mode_prints_no_chi_square_that_cannot_fail():
-    from helpers.report.report import lossless_lines
+    from helpers.report.nb04_decoding import lossless_lines
     par = {"p_values": [1.0] * 16, "p_min_adjusted": 1.0, "rejected": False, "samples": [10, 10], "alpha": 0.001}
     lo = {"frames_identical": 10, "frames_compared": 10, "exact": True, "inner_loop_dtype": "float64", "parity": par}
     exact = "\n".join(lossless_lines(lo, "float64"))
@@ -64,7 +66,7 @@ def test_exact_mode_prints_no_chi_square_that_cannot_fail():
 
 
 def test_the_training_sentence_says_how_each_drafter_stopped():
-    from helpers.report.interpret import training_sentence
+    from helpers.report.nb02_drafters import training_sentence
     t = {"medusa": {"lr": 0.001, "best_epoch": 6, "val_loss": [101, 90, 85, 83, 82, 81.5, 81.0, 81.2, 81.3]},
          "offsets": {"lr": 0.003, "best_epoch": 10, "val_loss": [101] + [100 - 0.1 * i for i in range(10)]}}
     text = training_sentence(t, 10, [0.001, 0.003])

@@ -81,7 +81,7 @@ def test_a_timing_figure_needs_its_machine_in_its_caption():
 
 
 def test_a_derived_or_inferred_value_is_never_called_the_papers():
-    from helpers.report.projection import derived_paper_values
+    from helpers.report.paper import derived_paper_values
     derived = derived_paper_values()
     assert derived["+0.236"] is None and derived["2.47"] == "ceiling"
     bad = ["| device | overhead N=16 | source |\n|---|---|---|\n| iPhone 12 | +0.236 | paper |",

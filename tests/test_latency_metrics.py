@@ -1,4 +1,4 @@
-"""Notebook 06's latency figures (`helpers.report.latency_metrics`): the table, the metrics section, the call cost and
+"""Notebook 06's latency figures (`helpers.report.nb06_latency`): the table, the metrics section, the call cost and
 what the verify call alone leaves of tokens/step, on a `latency_table` built from synthetic timings."""
 
 import json
@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from helpers.measure.latency import latency_table
-from helpers.report.latency_metrics import (CHEAP_VERIFY, COLUMNS, call_cost, latency_rows, latency_section,
+from helpers.report.nb06_latency import (CHEAP_VERIFY, COLUMNS, call_cost, latency_rows, latency_section,
                                             verify_bound)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,6 +75,6 @@ def test_reproduces_the_reference_run():
 def test_notebook_06_calls_it():
     source = "\n".join(c.source for c in nbformat.read(ROOT / "notebooks" / "06_latency.ipynb", as_version=4).cells)
     assert "latency_section(" in source and "profile_md(" in source and "verify < 1.2" not in source
-    from helpers.report import latency_story
-    assert "verify_bound(" in (ROOT / "helpers" / "report" / "latency_story.py").read_text()   # profile_md uses it
-    assert callable(latency_story.profile_md)
+    from helpers.report import nb06_latency
+    assert "verify_bound(" in (ROOT / "helpers" / "report" / "nb06_latency.py").read_text()   # profile_md uses it
+    assert callable(nb06_latency.profile_md)

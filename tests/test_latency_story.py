@@ -1,4 +1,4 @@
-"""Notebook 06's paragraphs (`helpers.report.latency_story`): built from the numbers they interpret, so a changed
+"""Notebook 06's paragraphs (`helpers.report.nb06_latency`): built from the numbers they interpret, so a changed
 number changes the sentence, and a timing is named once (AR call, AR step, frame)."""
 
 import json
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.report.latency_story import (bench_file, best_md, deployments_md, figure4_md, profile_md,
+from helpers.report.nb06_latency import (bench_file, best_md, deployments_md, figure4_md, profile_md,
                                           side_by_side_rows, sweep_md)
 from helpers.report.paper import PAPER
 

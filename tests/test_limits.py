@@ -1,4 +1,4 @@
-"""Notebook 03's rule for what limits tokens/step (`helpers.report.limits`): the target's spread or the mismatch."""
+"""Notebook 03's rule for what limits tokens/step (`helpers.report.nb03_tree`): the target's spread or the mismatch."""
 
 import json
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.report.limits import best_trained, limiting_quantity
+from helpers.report.nb03_tree import best_trained, limiting_quantity
 
 ROOT = Path(__file__).resolve().parents[1]
 

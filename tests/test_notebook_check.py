@@ -137,7 +137,7 @@ def test_the_log_tail_feeds_what_is_appended(tmp_path):
 
 def test_the_miniature_origin_says_each_build_step_and_refuses_nothing():
     import pytest
-    from helpers.report.overview import miniature_origin
+    from helpers.report.nb00_overview import miniature_origin
     text = miniature_origin({"speech": 19.4, "codec": 1.8, "model": None}, "smoke", 0, "outputs/cache/mini/")
     assert "speech 19 s, codec 2 s (0.4 min in all); model not timed" in text and "`outputs/cache/mini/`" in text
     assert "ship with the repository" not in text
@@ -160,8 +160,7 @@ def test_the_committed_reference_notebooks_read_clean():
     import re
     from pathlib import Path
     from helpers.experiment.labelled_numbers import label_problems
-    from helpers.report.cpu_figure4 import paper_points
-    from helpers.report.projection import derived_paper_values
+    from helpers.report.paper import derived_paper_values, paper_points
     root = Path(__file__).resolve().parent.parent / "outputs" / "mini-reference"
     notebooks = sorted(root.glob("*.ipynb"))
     assert [p.stem[:2] for p in notebooks] == [f"{i:02d}" for i in range(9)]
@@ -181,7 +180,7 @@ def test_a_log_axis_must_say_so_in_its_label():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from helpers.report.figure_record import figure_record
+    from helpers.report.plots import figure_record
     caption = new_output("display_data", data={"text/markdown": "*Figure 06_x.* what to look at"})
     fig, ax = plt.subplots()
     ax.plot([1, 10], [1, 100])
@@ -197,7 +196,7 @@ def test_a_legend_may_not_call_derived_points_the_papers():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from helpers.report.figure_record import figure_record, mark
+    from helpers.report.plots import figure_record, mark
     caption = new_output("display_data", data={"text/markdown": "*Figure 06_x.* what to look at"})
     fig, ax = plt.subplots()
     mark(ax.scatter([17], [1.236], label="paper: iPhone 12"), "derived")     # the defect: 2.25 / 1.82 - 1 as "paper"

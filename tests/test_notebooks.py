@@ -137,8 +137,7 @@ def test_the_executed_notebooks_hold_no_bars_banners_machine_paths_or_dumps(smok
     every latency names its machine and no paper value is interpolated unlabelled (`labelled_numbers`)."""
     from helpers.experiment.labelled_numbers import label_problems
     from helpers.experiment.notebook_check import output_problems
-    from helpers.report.cpu_figure4 import paper_points
-    from helpers.report.projection import derived_paper_values
+    from helpers.report.paper import derived_paper_values, paper_points
     out, result = smoke_run
     assert result.returncode == 0, result.stdout + result.stderr
     machine = [REPO_ROOT, sys.prefix, out]

@@ -1,4 +1,4 @@
-"""The paper's four figures (helpers.report.paper_figures) build from real decoded rounds and a real latency run,
+"""The paper's four figures (helpers.report.plots) build from real decoded rounds and a real latency run,
 with labelled axes; the round recorder (helpers.method.rounds) reproduces what the decoder did."""
 
 import pytest
@@ -13,8 +13,8 @@ from helpers.method.drafters import PositionOffsets, ReusedHeads
 from helpers.method.predictor import CodePredictor
 from helpers.method.rounds import round_records
 from helpers.method.round import SamplerConfig, frame_uniforms
-from helpers.report import paper_figures as pf
-from helpers.report.report import PAPER
+from helpers.report import plots as pf
+from helpers.report.paper import PAPER, paper_figure4
 
 FRAMES = 6
 
@@ -106,7 +106,7 @@ def test_figure4_builds_from_a_real_latency_run_with_the_papers_devices(run):
     deployed = CodePredictor.from_talker(talker, dtype=torch.float32)
     lat = latency_metrics(deployed, PositionOffsets(deployed, 3), trees, g[:2].float(), c0[:2],
                           calls=2, warmup=1, official=False, profile_frames=1)
-    paper = pf.paper_figure4(PAPER["figure4_latency"])
+    paper = paper_figure4(PAPER["figure4_latency"])
     assert paper["devices"]["iphone_12"]["derived"][16] == pytest.approx(2.25 / 1.82 - 1)
     assert paper["devices"]["macbook_m3_pro"]["overhead"] == {32: 0.136}
     fig = pf.speedup_and_overhead(lat["by_n"], lat["device"], lat["frames"], 2, paper)
@@ -156,11 +156,11 @@ def _overlapping_labels(fig, ax, axis="x") -> list[tuple[str, str]]:
 
 def test_tick_labels_of_close_tree_sizes_never_collide():
     from helpers.report import plots
-    from helpers.report.cpu_figure4 import overhead_figure
+    from helpers.report.nb06_latency import overhead_figure
     ns = [4, 8, 15, 16, 31, 32, 47, 63, 64]
     by_n = {n: {"tokens_per_step": 1 + 0.3 * i, "realised_speedup": 1.0, "overhead": 0.1 * i, "measured_speedup": 1.1}
             for i, n in enumerate(ns)}
-    fig = pf.speedup_and_overhead(by_n, "cpu", 10, 10, pf.paper_figure4(PAPER["figure4_latency"]))
+    fig = pf.speedup_and_overhead(by_n, "cpu", 10, 10, paper_figure4(PAPER["figure4_latency"]))
     speed, cost = fig.axes
     assert not _overlapping_labels(fig, speed) and not _overlapping_labels(fig, cost)
     assert not _overlapping_labels(fig, cost, "y")

@@ -1,4 +1,4 @@
-"""Notebook 05's aggregation of the quality stage (`helpers.report.quality_table`): means and stds over seeds, the
+"""Notebook 05's aggregation of the quality stage (`helpers.report.nb05_quality`): means and stds over seeds, the
 table's rows, the metrics section, the across-language gap / spread / codec loss and the phase costs."""
 
 import json
@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.report.quality_table import (codec_loss, language_section, mean_std, parity_gap, phase_costs,
+from helpers.report.nb05_quality import (codec_loss, language_section, mean_std, parity_gap, phase_costs,
                                           quality_table, scored_languages)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,13 +6,11 @@ import math
 import pytest
 import torch
 
-from helpers.report import codec_levels, paired_per, plots, tree_tables
-from helpers.report.built_on import built_on
-from helpers.report.offsets_text import gap_share_sentence, offsets_logit_bias, translation_sentence
-from helpers.report.quality_table import recogniser_line
-from helpers.report.report import REPORT_NOTEBOOK, wall_time_line
-from helpers.report.summary import language_lead
-from helpers.report.training_curves import held_out_words
+from helpers.report import nb01_data as codec_levels, nb03_tree as tree_tables, nb05_quality as paired_per, plots
+from helpers.report.nb01_data import built_on, held_out_words
+from helpers.report.nb02_drafters import gap_share_sentence, offsets_logit_bias, translation_sentence
+from helpers.report.nb05_quality import recogniser_line
+from helpers.report.nb08_report import REPORT_NOTEBOOK, language_lead, wall_time_line
 
 
 def _lang(per_gt, per_codec, ar, spec, frames_ar=30, frames_spec=30, wer_codec=None):
@@ -134,8 +132,8 @@ def test_the_gap_share_and_translation_sentences():
 
 def test_offsets_are_a_logit_bias_and_a_broken_drafter_is_refused():
     from helpers.method.drafters import make_drafter
-    from helpers.report import walkthrough as toy
-    predictor = toy.toy_decoder(seed=0).predictor
+    from helpers.report.nb00_overview import toy_decoder
+    predictor = toy_decoder(seed=0).predictor
     drafter = make_drafter("offsets", predictor, 2)
     with torch.no_grad():
         drafter.b.copy_(torch.randn(drafter.b.shape, generator=torch.Generator().manual_seed(1), dtype=drafter.b.dtype,
@@ -189,7 +187,7 @@ def test_the_acceptance_panels_hold_every_point_and_the_y_label_is_given():
 
 
 def test_build_rows_say_which_machine_measured_each_step():
-    from helpers.report.built_on import HERE, build_rows
+    from helpers.report.nb01_data import HERE, build_rows
     rows = build_rows({"speech": 43.1, "codec": 19.2, "model": None}, ["codec", "model"], "on X")
     assert rows == [{"build step": "speech", "seconds": 43.1, "measured": HERE},
                     {"build step": "codec", "seconds": 19.2, "measured": "on X"},
@@ -199,7 +197,7 @@ def test_build_rows_say_which_machine_measured_each_step():
 def test_the_coreml_rows_and_metrics_hold_every_package():
     from types import SimpleNamespace
 
-    from helpers.report.coreml_table import coreml_metrics, coreml_rows
+    from helpers.report.nb07_coreml import coreml_metrics, coreml_rows
     report = SimpleNamespace(packages=[SimpleNamespace(name="ar_fp16", q=1, size_mb=1.5, max_abs_err=None),
                                        SimpleNamespace(name="fused_n8_w8a16", q=9, size_mb=0.8, max_abs_err={"x": 0.1})])
     assert coreml_rows(report)[1] == {"package": "fused_n8_w8a16", "q": 9, "size MB": 0.8,

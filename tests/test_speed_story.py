@@ -1,13 +1,13 @@
-"""The speed story's numbers and the sentences that interpret them (`helpers.report.projection`,
-`helpers.report.speed_sentences`): each sentence is checked against the numbers it was built from, so a sentence
+"""The speed story's numbers and the sentences that interpret them (`helpers.report.nb06_latency`,
+`helpers.report.paper`): each sentence is checked against the numbers it was built from, so a sentence
 that contradicted them (a direction assumed, a best N explained by a trend the sweep does not show, a derived or
 inferred paper value called the paper's) fails here."""
 
 import pytest
 
-from helpers.report.projection import (ceiling_provenance, ceiling_text, fastest_exact_ar, projection_at,
+from helpers.report.nb06_latency import (ceiling_provenance, ceiling_text, fastest_exact_ar, projection_at,
                                        projection_sentence)
-from helpers.report.speed_sentences import (best_n_sentence, call_cost_sentence, measured_against_realised,
+from helpers.report.nb06_latency import (best_n_sentence, call_cost_sentence, measured_against_realised,
                                             paper_arithmetic, three_estimates)
 
 GRID = {"rounds": 3,
@@ -71,7 +71,7 @@ def test_the_arithmetic_holds_and_two_harnesses_are_named_apart():
 
 
 def test_the_miniatures_frames_compare_measured_lossless_loops_and_show_a_differing_one_apart():
-    from helpers.report.cpu_figure4 import exact_frames, frames_rows, frames_sentence
+    from helpers.report.nb06_latency import exact_frames, frames_rows, frames_sentence
     frames = {"frames": 100, "official": "official@float32",
               "systems": {"ar@bfloat16": {"frame_ms": 5.0, "tokens_per_step": 1.0},
                           "ar@w8a16": {"frame_ms": 10.0, "tokens_per_step": 1.0},
@@ -91,16 +91,14 @@ def test_the_miniatures_frames_compare_measured_lossless_loops_and_show_a_differ
 
 
 def test_the_checks_derived_values_are_the_figures_derived_values():
-    from helpers.report.paper import PAPER
-    from helpers.report.paper_figures import paper_figure4
-    from helpers.report.projection import derived_paper_values
+    from helpers.report.paper import PAPER, derived_paper_values, paper_figure4
     paper = paper_figure4(PAPER["figure4_latency"])
     derived = {f"{o:+.3f}" for d in paper["devices"].values() for o in d["derived"].values()}
     assert {k for k, context in derived_paper_values().items() if context is None} == derived
 
 
 def test_best_projected_takes_the_largest_speedup_and_counts_none_as_zero():
-    from helpers.report.cpu_figure4 import best_projected
+    from helpers.report.nb06_latency import best_projected
     proj = {"bf16": {"best_speedup": 0.8}, "w8a16": {"best_speedup": 1.1}, "fp32": {"best_speedup": None}}
     assert best_projected(proj) == "w8a16"
     assert best_projected({"fp32": {"best_speedup": None}, "bf16": {"best_speedup": 0.2}}) == "bf16"

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.report.report import legacy_keys_renamed, write_report
+from helpers.report.nb08_report import MIN_GAP, legacy_keys_renamed, summary_lines, write_report
 from helpers.method.diagnostics import share_closed
-from helpers.report.summary import MIN_GAP, summary_lines
 
 REFERENCE = Path(__file__).resolve().parents[1] / "outputs" / "mini-reference" / "metrics.json"
 
@@ -92,7 +91,7 @@ def test_mismatch_sentence_from_the_diagnostics():
 
 
 def test_the_closing_table_says_why_and_refuses_a_share_of_no_gap():
-    from helpers.report.comparison import comparison_rows
+    from helpers.report.nb08_report import comparison_rows
     m = _metrics(reused=1.5, medusa=2.0, offsets=1.75)
     m["diagnostics"] = {"drafts": {"own": {"acceptance_by_depth": [0.5]}, "reused": {"acceptance_by_depth": [0.3]}},
                         "translation": {"normed": {"shared_share": [0.01, 0.02]}}}

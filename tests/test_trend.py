@@ -1,8 +1,8 @@
-"""A curve said in words (helpers.report.trend): every turn the plot shows is said, wiggles are not."""
+"""A curve said in words (helpers.report.nb01_data): every turn the plot shows is said, wiggles are not."""
 
 import pytest
 
-from helpers.report.trend import turning_points, trend_words
+from helpers.report.nb01_data import turning_points, trend_words
 
 
 def test_a_curve_that_rises_before_it_falls_says_so():

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from helpers.experiment.quiet import PROGRESS_ENV, under_runner
-from helpers.report.try_it import parse_tree, toy_round_rows, tree_summary
+from helpers.report.nb00_overview import parse_tree, toy_round_rows
+from helpers.report.nb03_tree import tree_summary
 
 
 def test_a_typed_tree_is_read_or_refused_with_what_is_allowed():

@@ -4,18 +4,19 @@ import pytest
 import torch
 
 from helpers.method.decoding import decode_frame_ar
-from helpers.report import walkthrough as w
+from helpers.method import reference_round as w
+from helpers.report.nb00_overview import toy_decoder, toy_frame
 
 
 @pytest.fixture(scope="module")
 def toy():
-    return w.toy_decoder(seed=0)
+    return toy_decoder(seed=0)
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_walkthrough_tokens_equal_the_ar_codes(toy, seed):
-    g, c0, u = w.toy_frame(seed)
-    walk = w.toy_walkthrough(toy, g, c0, u)
+    g, c0, u = toy_frame(seed)
+    walk = w.reference_frame(toy, g, c0, u)
     ar = decode_frame_ar(toy.predictor, g, c0, toy.sampler, u).codes[0].tolist()
     assert walk["codes"] == ar == walk["ar_codes"]
     emitted = [walk["c1"]["draw"]] + [c for r in walk["rounds"] for c in r["emitted"].values()]
@@ -35,8 +36,8 @@ def test_toy_sizes(toy):
 
 
 def test_acceptance_probability_is_the_childrens_target_mass(toy):
-    g, c0, u = w.toy_frame(0)
-    walk = w.toy_walkthrough(toy, g, c0, u)
+    g, c0, u = toy_frame(0)
+    walk = w.reference_frame(toy, g, c0, u)
     checked = w.node_targets(walk)
     assert checked                                        # the toy tree's root and node (0,) have children
     for _, p, children in checked:
@@ -75,7 +76,7 @@ def test_walkthrough_of_prenorm_offsets_equals_the_decoder(toy, seed):
     p = toy.predictor
     offsets = torch.randn(2, p.hidden_size, generator=torch.Generator().manual_seed(seed), dtype=p.dtype)
     decoder = SpeculativeDecoder(p, PreNormOffsets(p, 2, offsets=offsets), toy.tree, toy.sampler)
-    g, c0, u = w.toy_frame(seed)
-    walk = w.toy_walkthrough(decoder, g, c0, u)
+    g, c0, u = toy_frame(seed)
+    walk = w.reference_frame(decoder, g, c0, u)
     assert walk["codes"] == decode_frame_ar(p, g, c0, toy.sampler, u).codes[0].tolist()
     assert any(r["drafts"] for r in walk["rounds"])

@@ -4,7 +4,7 @@
   measured on: the same output (for a long report, the same section) says "Measured on ..."
   (`helpers.measure.machine.measured_on`);
   a **duration** ("129 s", "7.4 min") likewise, and so does the caption of a figure with a timing axis (read from
-  the figure's record in its output metadata, `helpers.report.figure_record`);
+  the figure's record in its output metadata, `helpers.report.plots.figure_record`);
 - a **derived or inferred paper value** (a paper overhead computed from its speedup, the ceiling at N = 32 read off
   Table 2) says "derived" or "inferred" wherever "paper" is said of it;
 - a **paper tokens/step** at a tree size N the paper does not report is labelled "interpolated" or "extrapolated"
@@ -107,7 +107,7 @@ def unlabelled_paper_values(text: str, paper_points: set[int]) -> list[str]:
 
 def label_problems(nb, paper_points: set[int], derived: dict[str, str | None] | None = None) -> list[str]:
     """Every unlabelled latency or duration, unlabelled paper value, derived value called the paper's (`derived`, as
-    `helpers.report.projection.derived_paper_values()` gives it) and timing figure whose caption names no machine of
+    `helpers.report.paper.derived_paper_values()` gives it) and timing figure whose caption names no machine of
     an executed notebook `nb`, one line each."""
     problems = []
     for i, cell in enumerate(nb.cells):

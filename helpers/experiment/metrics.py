@@ -33,7 +33,7 @@ import torch
 
 from helpers.artifacts import load_json, save_json
 from helpers.experiment.pool import available_cores, worker_count
-from helpers.report.report import legacy_keys_renamed
+from helpers.report.nb08_report import legacy_keys_renamed
 from helpers.experiment.params import REPO_ROOT, RunParams
 from helpers.measure.machine import machine
 

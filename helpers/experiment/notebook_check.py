@@ -1,7 +1,7 @@
 """What an executed notebook must not hold: anything written to stderr (warnings, banners, bars: a cell's real error is
 an `error` output, not a stream), progress-bar lines, the libraries' known banners, machine paths, outputs longer
 than a screen (but in a cell tagged `long-output`, whose long output is its point: 08's report), figures without
-a caption, and figures whose record (axes and legend, `helpers.report.figure_record`) shows a log axis not said in
+a caption, and figures whose record (axes and legend, `helpers.report.plots.figure_record`) shows a log axis not said in
 its label or derived points called the paper's.
 
     problems = output_problems(nbformat.read(path, as_version=4), machine_paths=[REPO_ROOT, sys.prefix])
@@ -39,7 +39,7 @@ NOT_THE_PAPERS = re.compile(r"derived|inferred", re.IGNORECASE)
 
 
 def figure_problems(record: dict | None) -> list[str]:
-    """What a figure's record (`helpers.report.figure_record.figure_record`, kept in its output's metadata) shows
+    """What a figure's record (`helpers.report.plots.figure_record`, kept in its output's metadata) shows
     wrong: a log axis whose label does not say "log", a legend entry that calls derived or inferred points "paper"
     without saying so. A figure shown without a record has nothing to check."""
     if not record:

@@ -16,8 +16,7 @@ from helpers.experiment.params import REPO_ROOT, RunParams, notebook_params
 from helpers.experiment.process import process_settings, run_threads
 from helpers.experiment.quiet import silence_banners, under_runner
 from helpers.experiment.notebook_check import CAPTION
-from helpers.report.figure_record import figure_record
-from helpers.report.plots import save as save_figure
+from helpers.report.plots import figure_record, save as save_figure
 from helpers.report.tables import write_table
 
 

@@ -1,17 +1,18 @@
-"""Reporting: a finished run's numbers as tables, figures and `report.md`, beside the paper's.
+"""Reporting: a run's numbers as the tables, figures and sentences each notebook shows, and `report.md` beside the
+paper's numbers.
 
-`tables` (CSV / Markdown), `plots` (every figure), `report` (report.md from metrics.json and
-`paper_numbers.yaml`), `summary` (its number-bearing sentences), `overview` (the 0.6B model's sizes and one frame
-step by step, for notebook 00), `walkthrough` (notebook 00's toy round) and `walkthrough_text` (its rounds and
-descent check as text and rows), `try_it` (the try-it cells of 00 and 03), `built_on` (where a build duration was
-measured), `codec_levels` and `training_curves` (notebook 01), `offsets_text` (notebook 02's offsets checks and
-sentences), `tree_tables` (notebook 03's node tokens and ideal-drafter rows), `limits` (notebook 03: what limits
-tokens/step), `quality_table` and `paired_per` (notebook 05: the quality stage per language, the paired PER test),
-`latency_metrics` (notebook 06: the latency table and ratios), `coreml_table` (notebook 07's packages),
-`latency_story` (06's paragraphs from its numbers), `speed_sentences` (the speed sentences, checked against their
-numbers), `projection` (the 0.6B projection: the paper's own points, the fastest lossless AR call, w8a8 apart),
-`figure_record` (a figure's axes and legend provenance, for the notebook check).
+One module per notebook turns that notebook's numbers into what it shows: `nb00_overview` (the drafters' cost, one
+frame step by step, the toy round of `helpers.method.reference_round` told round by round, its try-it cell),
+`nb01_data` (the codec's levels, the miniature's build and training curves), `nb02_drafters` (how training ended,
+the offsets' checks, the controlled drift in words), `nb03_tree` (node tokens, the ideal drafter, the tree's margin,
+what limits tokens/step, the try-it tree), `nb04_decoding` (losslessness, Table 2, the gains per language),
+`nb05_quality` (error rates over seeds, the paired PER test, parity), `nb06_latency` (the latency sweep, the
+deployments, the real size, Figure 4 for a CPU, the GPU reference, the 0.6B projection), `nb07_coreml` (the Core ML
+packages) and `nb08_report` (report.md, and the README's results block). Beside them: `plots` (the figures more than
+one notebook draws, the paper's Figures 1-4, a figure's record for the notebook check), `paper` (the paper's numbers,
+`paper_numbers.yaml`, and what is derived from them, labelled), `tables` (Markdown and CSV tables).
 
-Imports: `helpers.measure`, `helpers.method`, `helpers.adapter`, `helpers.artifacts`; it reads a run's
-parameters from its metrics.json, not from the experiment layer.
+Imports: `helpers.measure`, `helpers.method`, `helpers.adapter`, `helpers.artifacts`; a notebook module may import
+`paper`, `plots`, `tables` and an earlier notebook's module. It reads a run's parameters from its metrics.json, not
+from the experiment layer.
 """

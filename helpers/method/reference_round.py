@@ -1,13 +1,16 @@
-"""Notebook 00's hand-sized round: a toy code predictor (vocabulary 4, K = 2, a tree of 3 nodes) decoded with
-everything printed, and the numbers behind the losslessness argument.
+"""The readable reference round: one frame of `SpeculativeDecoder.decode_frame` recomputed round by round with plain
+`CodePredictor` calls over each round's tree query, every node's target p, CDF and draw kept (notebook 00 prints
+them; tests/test_walkthrough.py checks them against the decoder).
 
-`toy_walkthrough` recomputes every round of `SpeculativeDecoder.decode_frame` with the reference
-`CodePredictor.forward_query` over the round's tree query, using the decoder's own rounds (trees, and their walk
-`helpers.method.round.accept`), and raises unless its codes, accepted counts and drafts equal the decoder's and its codes equal
-`decode_frame_ar`'s. It recomputes on purpose, for two reasons: a student reads each node's full target p, CDF
-and draw, which the decoder's fused call never materialises on the host (it samples every node at once); and a
-second, readable stack reaching the decoder's codes is the notebook's proof, not a replay of the decoder's own
-numbers. The walk itself is not written again: it is the round's. Everything is returned as plain lists and dicts.
+`reference_frame` uses the decoder's own rounds (trees, and their walk `helpers.method.round.accept`) and raises
+unless its codes, accepted counts and drafts equal the decoder's and its codes equal `decode_frame_ar`'s. It
+recomputes on purpose: a reader sees each node's full target, which the decoder's fused call never materialises on
+the host (it samples every node at once), and a second, readable stack reaching the decoder's codes is a proof, not
+a replay of the decoder's own numbers. The walk itself is not written again: it is the round's.
+
+`specinfer_deterministic` and `acceptance_check` are the numbers behind the losslessness argument: the walk's descent
+at a node equals SpecInfer's multi-candidate acceptance, in closed form and over drawn uniforms. Everything is
+returned as plain lists and dicts.
 """
 
 from __future__ import annotations
@@ -16,32 +19,8 @@ import math
 
 import torch
 
-from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
-from helpers.method.drafters import make_drafter
-from helpers.method.round import SamplerConfig, accept, frame_uniforms, sample, target_probs, top_candidates
-from helpers.method.predictor import CodePredictor
-from helpers.method.tree import SparseTree
-
-TOY_SPEC = TinyTalkerSpec(hidden_size=16, num_heads=2, num_kv_heads=2, head_dim=8, vocab_size=4, num_code_groups=6,
-                          logit_scale=3.0, position_ramp=2.0)
-TOY_TREE = ((0,), (1,), (0, 0))         # two candidates for the first drafted code, one for the second
-
-
-def toy_decoder(seed: int = 0, depth: int = 2, tree=TOY_TREE, sampler: SamplerConfig | None = None
-                ) -> SpeculativeDecoder:
-    """An official tiny talker (vocabulary 4, codes c1..c5, float64) with reused heads as drafter, K = `depth`,
-    the deployed sampler unless `sampler` is given."""
-    predictor = CodePredictor.from_talker(build_tiny_talker(TOY_SPEC, seed=seed), max_query=len(tree) + 1)
-    return SpeculativeDecoder(predictor, make_drafter("reused", predictor, depth), SparseTree(tree),
-                              sampler or SamplerConfig())
-
-
-def toy_frame(seed: int = 0, num_codes: int = 5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A frame's inputs: g [1, H_talker], c0 [1] (random stand-ins for the talker) and uniforms u [1, num_codes]."""
-    gen = torch.Generator().manual_seed(seed)
-    g, c0 = random_frame_inputs(TOY_SPEC.talker_hidden_size, TOY_SPEC.talker_vocab_size, 1, gen)
-    return g, c0, frame_uniforms(gen, num_codes, batch=1)
+from helpers.method.round import accept, frame_uniforms, sample, target_probs, top_candidates
 
 
 def _draw(p: torch.Tensor, u: float, drawn: int) -> dict:
@@ -52,7 +31,7 @@ def _draw(p: torch.Tensor, u: float, drawn: int) -> dict:
 
 
 @torch.no_grad()
-def toy_walkthrough(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> dict:
+def reference_frame(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> dict:
     """Every round of one frame, recomputed with `CodePredictor` calls. g [1, H], c0 [1], u [1, n].
 
     Returns {"u", "c1", "rounds", "codes", "ar_codes", "accepted"}; each round: t, cache length, drafts [D][m],
@@ -184,12 +163,3 @@ def node_targets(walk: dict, round_index: int = 0) -> list[tuple[int, torch.Tens
     nodes = walk["rounds"][round_index]["nodes"]
     return [(nd["index"], torch.tensor(nd["p"], dtype=torch.float64, device="cpu"),
              [nodes[c]["token"] for c in nd["children"]]) for nd in nodes if nd["children"]]
-
-
-def rounded(rows: list[dict], digits: int = 4) -> list[dict]:
-    """Rows with every float written with `digits` decimals (lists of floats as "[a, b]"), for printing."""
-    def r(x):
-        if isinstance(x, float):
-            return f"{x:.{digits}f}"
-        return "[" + ", ".join(str(r(y)) for y in x) + "]" if isinstance(x, list) else x
-    return [{k: r(v) for k, v in row.items()} for row in rows]

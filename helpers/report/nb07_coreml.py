@@ -1,4 +1,5 @@
-"""Notebook 07's table and metrics of the Core ML export (`helpers.measure.coreml_export.export_calls`'s report).
+"""Notebook 07 (Core ML export): the table and metrics of the export (`helpers.measure.coreml_export.export_calls`'s
+report).
 
     coreml_rows(report)                              # one row per package: name, q, size MB, max abs error
     coreml_metrics(report, "Linux", tree_size=8)     # metrics.json's "coreml" section

@@ -1,6 +1,7 @@
 """The positional mismatch on a controlled model: a tiny official talker whose hidden state drifts along the frame
-by a known amount (`TinyTalkerSpec.position_ramp`), offsets trained there the project's way, and how much of the
-mismatch they close (notebook 02, "The mismatch, then the fix")."""
+by a known amount (`TinyTalkerSpec.position_ramp`), offsets trained there the project's way
+(`helpers.method.training.train_drafter`), and how much of the mismatch they close (notebook 02, "The mismatch, then
+the fix"; `helpers.report.nb02_drafters.drift_md` says it in words)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from helpers.method.drafters import OFFSET_KINDS, PositionOffsets, PreNormOffset
 from helpers.method.predictor import CodePredictor
 from helpers.method.round import SamplerConfig, frame_uniforms
 from helpers.method.training import TrainConfig, train_drafter
+
 
 DRIFT_SPEC = TinyTalkerSpec(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, vocab_size=64,
                             talker_hidden_size=64, logit_scale=10.0, position_ramp=2.0)
