@@ -75,7 +75,7 @@ def mini_part(args, device, modes, out: dict, save) -> None:
     from helpers.measure.kernel_counts import kernel_counts
     from helpers.method.calibration import expected_tokens_per_step
     from helpers.method.decoding import first_rounds
-    from helpers.method.round import frame_uniforms
+    from helpers.method.sampler import frame_uniforms
 
     pack = load_pack(args.pack, device)
     p, d, sampler = pack.predictor, pack.drafters[pack.main], pack.sampler
@@ -156,7 +156,7 @@ def full_part(args, device, modes, out: dict, save) -> None:
 
     from helpers.method.calibration import expected_tokens_per_step
     from helpers.method.decoding import first_rounds
-    from helpers.method.round import frame_uniforms
+    from helpers.method.sampler import frame_uniforms
 
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     p, d, trees, sampler, g, c0, pack = full_pack(args, device, dtype)
@@ -179,7 +179,7 @@ def real_part(args, device, modes, out: dict, deadline: float, save) -> None:
     from helpers.method.calibration import REFERENCE_TABLE, greedy_tree
     from helpers.method.drafters import PositionOffsets
     from helpers.method.predictor import CodePredictor
-    from helpers.method.round import SamplerConfig
+    from helpers.method.sampler import SamplerConfig
 
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     talker = build_tiny_talker(QWEN3_TTS_0_6B, seed=0, dtype=dtype).to(device)
@@ -212,7 +212,7 @@ def exact_part(args, device, modes, out: dict, save) -> None:
     from helpers.experiment.inner_loop_pack import load_pack
     from helpers.method.decoding import CompiledAR, CompiledSpeculative, decode_frame_ar
     from helpers.method.decoding import FrameSpeculative
-    from helpers.method.round import frame_uniforms
+    from helpers.method.sampler import frame_uniforms
 
     pack = load_pack(args.pack, device, torch.float64)
     p, d, sampler = pack.predictor, pack.drafters[pack.main], pack.sampler
@@ -255,11 +255,11 @@ def format_frames(side: dict) -> str:
 
 
 def round_parts_line(title: str, prof: dict) -> str:
-    """The round up to the end of each phase, per N where phases were timed (ms)."""
-    from helpers.method.round import ROUND_PHASES
+    """The round up to the end of each phase (`helpers.measure.phases.UNTIL`), per N where phases were timed (ms)."""
+    from helpers.measure.phases import UNTIL
 
     return f"{title}: " + "; ".join(
-        f"N = {n}: " + ", ".join(f"{ph} {r['upto_ms'][ph]:.3f}" for ph in ROUND_PHASES) + f", round {r['round_ms']:.3f}"
+        f"N = {n}: " + ", ".join(f"{ph} {r['upto_ms'][ph]:.3f}" for ph in UNTIL) + f", round {r['round_ms']:.3f}"
         for n, r in prof["trees"].items() if "upto_ms" in r) + "."
 
 

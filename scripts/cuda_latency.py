@@ -37,7 +37,7 @@ from helpers.measure.latency import (SIZES, call_sweep, format_table, frame_late
                                      latency_table)
 from helpers.measure.machine import machine  # noqa: E402
 from helpers.measure.compiled_latency import format_side_by_side, side_by_side  # noqa: E402
-from helpers.method.round import frame_uniforms  # noqa: E402
+from helpers.method.sampler import frame_uniforms  # noqa: E402
 from helpers.adapter.tiny import QWEN3_TTS_0_6B, build_tiny_talker, random_frame_inputs  # noqa: E402
 
 # Qwen3-TTS-12Hz-0.6B: code predictor hidden 1024, 5 layers, 16 heads, 8 kv heads, head_dim 128,

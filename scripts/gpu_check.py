@@ -130,7 +130,7 @@ def part_latency(device: str, quick: bool) -> dict:
     from helpers.method.calibration import REFERENCE_TABLE, greedy_tree
     from helpers.method.drafters import PositionOffsets
     from helpers.method.predictor import CodePredictor
-    from helpers.method.round import frame_uniforms
+    from helpers.method.sampler import frame_uniforms
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     warmup, iters, frames = (1, 3, 1) if quick else (20, 200, 20)
@@ -173,7 +173,7 @@ def part_compiled(device: str, quick: bool) -> dict:
     from helpers.method.calibration import REFERENCE_TABLE, greedy_tree
     from helpers.method.drafters import PositionOffsets
     from helpers.method.predictor import CodePredictor
-    from helpers.method.round import frame_uniforms
+    from helpers.method.sampler import frame_uniforms
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     frames = 1 if quick else 30

@@ -56,7 +56,7 @@ def miniature_ops(pack_folder: Path, frames: int) -> dict:
     from helpers.experiment.inner_loop_pack import load_pack
     from helpers.measure.latency import official_generate
     from helpers.method.decoding import ARDecoder
-    from helpers.method.round import frame_uniforms
+    from helpers.method.sampler import frame_uniforms
 
     pack = load_pack(pack_folder, "cpu")
     p, sampler = pack.predictor, pack.sampler
@@ -79,7 +79,7 @@ def real_depth_ops(work: Path, frames: int) -> dict:
     from helpers.experiment import stages
     from helpers.experiment.params import RunParams
     from helpers.method.decoding import ARDecoder
-    from helpers.method.round import frame_uniforms
+    from helpers.method.sampler import frame_uniforms
 
     configs = scaled_configs(work / "configs", talker_layers=28, predictor_layers=5)
     build_checkpoint(work / "tts", torch.float32, configs=configs)

@@ -13,8 +13,9 @@ from conftest import frame_inputs
 from drafting import TREES, random_drafters
 from helpers.method.capture import CaptureError, DeviceOps, check_capturable
 from helpers.method.decoding import FrameState
-from helpers.method.round import (ARFrame, ARStep, Prefill, Round, RoundLoop, SamplerConfig, SpeculativeFrame,
-                                  TreeIndex, frame_uniforms)
+from helpers.method.round import ARFrame, ARStep, Prefill, Round, RoundLoop, SpeculativeFrame
+from helpers.method.sampler import SamplerConfig, frame_uniforms
+from helpers.method.tree import TreeIndex
 from helpers.method.stack import FusedCore
 
 SAMPLER = SamplerConfig(top_k=5, temperature=1.3)

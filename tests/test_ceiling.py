@@ -4,7 +4,7 @@ import torch
 
 from conftest import frame_inputs
 from helpers.method.ceiling import _marginals, drafter_ceiling, target_sharpness
-from helpers.method.round import SamplerConfig, target_probs
+from helpers.method.sampler import SamplerConfig, target_probs
 
 SAMPLER = SamplerConfig(top_k=50, temperature=0.9)
 

@@ -15,7 +15,7 @@ from helpers.adapter.tiny import build_tiny_talker
 from helpers.experiment.params import ParamsError, RunParams
 from helpers.method.decoding import CompiledAR, CompiledSpeculative, SpeculativeDecoder, decode_frame_ar
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 
 SAMPLER = SamplerConfig(top_k=5, temperature=1.3)       # peaked, and far from greedy: walks stop anywhere
 

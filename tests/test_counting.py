@@ -6,7 +6,7 @@ import torch
 from conftest import frame_inputs
 from drafting import TREES, OracleDrafter
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
-from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 
 
 def test_ar_is_one_token_per_step(tiny):

@@ -14,7 +14,7 @@ from helpers.method.kernels import unsupported
 from helpers.method.drafters import make_drafter
 from helpers.method.stack import FusedCore
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import frame_uniforms
+from helpers.method.sampler import frame_uniforms
 from helpers.report.nb06_latency import figure4_rows, projected
 from helpers.report.paper import paper_tokens_per_step
 

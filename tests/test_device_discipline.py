@@ -22,7 +22,7 @@ from helpers.method.drafters import make_drafter
 from helpers.method.stack import FusedCore
 from helpers.method.predictor import CodePredictor
 from helpers.method.replay import replay_calls
-from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 from helpers.method.training import TeacherForcedHidden, TrainConfig, train_drafter
 from helpers.report.nb00_overview import frame_walkthrough
 from conftest import SPECS, frame_inputs

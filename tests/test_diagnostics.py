@@ -10,7 +10,7 @@ from helpers.method.calibration import acceptance_table, greedy_tree, path_proba
 from helpers.method.diagnostics import (Diagnostics, codebook_usage, diagnostics, own_drafts, own_head_loss,
                                         score_drafts, translation_constancy)
 from helpers.method.drafters import Drafter, MedusaHeads, PositionOffsets, ReusedHeads
-from helpers.method.round import SamplerConfig, target_probs
+from helpers.method.sampler import SamplerConfig, target_probs
 from helpers.experiment.drift import drift_recovery
 
 SAMPLER = SamplerConfig(top_k=50, temperature=0.9)

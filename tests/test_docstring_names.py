@@ -34,7 +34,7 @@ def test_every_cited_helpers_name_exists():
 
 
 def test_the_check_finds_a_stale_name():
-    assert resolves("helpers.method.clock.PhaseClock") and resolves("helpers.method.round")
+    assert resolves("helpers.measure.phases.PhaseClock") and resolves("helpers.method.round")
     assert not resolves("helpers.method.fused.plans") and not resolves("helpers.method.compiled")
     assert not resolves("helpers.method.round.NoSuchModule")
 

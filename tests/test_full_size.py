@@ -10,11 +10,11 @@ from helpers.adapter.full_size import full_size, head_dim_map
 from helpers.adapter.tiny import QWEN3_TTS_0_6B
 from helpers.experiment.inner_loop_pack import load_pack
 from helpers.method.decoding import ARDecoder, SpeculativeDecoder
-from helpers.method.drafters import MedusaHeads
+from helpers.method.drafters import MedusaHeads, top_candidates
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import frame_uniforms, top_candidates
 
 # A middle shape (every rule in play: wider heads, more query heads per group, more layers) cheap enough to decode
+from helpers.method.sampler import frame_uniforms
 # every shipped frame in float64; the real shape is checked at tree queries and on a few frames.
 MIDDLE = replace(QWEN3_TTS_0_6B, hidden_size=256, num_layers=4, num_heads=12, num_kv_heads=3, head_dim=64,
                  talker_hidden_size=256, intermediate_size=512)

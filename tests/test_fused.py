@@ -20,8 +20,9 @@ from helpers.method.decoding import ARDecoder
 from helpers.method.export_step import DraftingStep
 from helpers.method.stack import FusedCore
 from helpers.method.views import ViewStep
-from helpers.method.round import Drafts, Prefill, SamplerConfig, TreeIndex
-from helpers.method.tree import SparseTree
+from helpers.method.round import Drafts, Prefill
+from helpers.method.sampler import SamplerConfig
+from helpers.method.tree import SparseTree, TreeIndex
 
 TREES = {"full2x3": SparseTree.full(2, 3),
          "sparse7": SparseTree([(0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0)]),

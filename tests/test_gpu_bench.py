@@ -12,7 +12,7 @@ from drafting import TREES, random_drafters
 from helpers.experiment.inner_loop_pack import load_pack
 from helpers.measure.kernel_counts import format_kernel_counts, kernel_counts
 from helpers.method.decoding import FrameSpeculative, SpeculativeDecoder, decode_frame_ar
-from helpers.method.round import frame_uniforms
+from helpers.method.sampler import frame_uniforms
 from helpers.report.nb06_latency import (gpu_frame_rows, gpu_round_rows, gpu_sentence, gpu_summary,
                                          load_gpu_reference)
 from test_compiled import SAMPLER, frames

@@ -11,7 +11,7 @@ from helpers.adapter.inner_loop import InnerLoop
 from helpers.method.replay import Replay, replay_calls, walk_calls, walk_many
 from helpers.adapter.synthesis import Synthesis
 from helpers.backends.mini.model import MiniModelSpec, TextVocab, build_mini_model
-from helpers.method.round import SamplerConfig
+from helpers.method.sampler import SamplerConfig
 from helpers.adapter.talker_inputs import talker_prompt, teacher_forced_inputs
 
 VOCAB = TextVocab(list("abcdefgh"))

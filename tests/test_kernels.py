@@ -8,14 +8,14 @@ import torch
 from drafting import TREES
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from helpers.method.decoding import CompiledAR, SpeculativeDecoder, decode_frame_ar
-from helpers.method.drafters import make_drafter
+from helpers.method.drafters import make_drafter, top_candidates
 from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.views import ViewStep
 from helpers.method.kernels import (KERNELS, check_kernel, effective_weight, fits, int8_per_channel, make_linear,
                                     unsupported)
 from helpers.method.parity import code_parity
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import SamplerConfig, frame_uniforms, top_candidates
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 
 SPEC = TinyTalkerSpec(hidden_size=32, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=32,
                       talker_hidden_size=32, logit_scale=10.0)

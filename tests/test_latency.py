@@ -14,7 +14,7 @@ from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import SpeculativeDecoder
 from helpers.method.drafters import PositionOffsets
 from helpers.measure.latency import call_sweep, format_table, latency_metrics, latency_table
-from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 from helpers.adapter.tiny import build_tiny_talker
 
 

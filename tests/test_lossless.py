@@ -14,7 +14,7 @@ import torch
 from conftest import frame_inputs
 from drafting import TREES, OracleDrafter, random_drafters
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
-from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 
 FRAMES = 300
 SAMPLERS = [SamplerConfig(top_k=k, temperature=T) for k, T in itertools.product((1, 5, 50), (0.5, 0.9, 1.3))]

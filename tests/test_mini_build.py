@@ -18,7 +18,7 @@ from helpers.method.diagnostics import codebook_usage
 from helpers.backends.mini.speech import speak_all
 from helpers.backends.mini.train import MiniTrainConfig, train_mini, validation_losses
 from helpers.artifacts import load_tensors
-from helpers.method.round import SamplerConfig
+from helpers.method.sampler import SamplerConfig
 
 from drafting import TABLE
 

@@ -12,7 +12,7 @@ from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import PositionOffsets, ReusedHeads
 from helpers.method.predictor import CodePredictor
 from helpers.method.rounds import round_records
-from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 from helpers.report import plots as pf
 from helpers.report.paper import PAPER, paper_figure4
 

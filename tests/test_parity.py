@@ -8,7 +8,7 @@ from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame
 from helpers.method.decoding import decode_frame_ar
 from helpers.method.parity import code_parity, compare_frames, run_parity
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 
 SPEC = TinyTalkerSpec(hidden_size=32, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=32,
                       talker_hidden_size=32, logit_scale=10.0)

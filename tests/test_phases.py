@@ -1,5 +1,5 @@
-"""The phase clock and the round profile: every phase is marked once per step / round, the clock changes no
-code, and the profile is self-consistent (structure only: no timing is asserted)."""
+"""The phase clock and the round profile: every phase is marked once per step / round, marking the phases from
+outside changes no code, and the profile is self-consistent (structure only: no timing is asserted)."""
 
 import itertools
 import math
@@ -7,16 +7,16 @@ import math
 import pytest
 import torch
 
-import helpers.method.clock as clock_module
+import helpers.measure.phases as clock_module
 from conftest import SPECS, frame_inputs
 from drafting import TABLE
 from helpers.method.calibration import greedy_tree
 from helpers.method.predictor import CodePredictor
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import ARDecoder, SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import PositionOffsets
 from helpers.measure.profile import format_profile, round_profile
-from helpers.method.clock import AR_PHASES, ROUND_PHASES, PhaseClock
-from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.measure.phases import AR_PHASES, ROUND_PHASES, PhaseClock, clocked, eager_modules
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 from helpers.adapter.tiny import build_tiny_talker
 
 
@@ -51,15 +51,20 @@ def test_decoders_mark_every_phase_once_per_step_and_change_nothing(setup, ticki
     sampler = SamplerConfig()
     u = frame_uniforms(torch.Generator().manual_seed(3), batch=1)
     clock = PhaseClock()
-    ar = decode_frame_ar(cp, g[:1], c0[:1], sampler, u, clock)
+    ar_decoder = ARDecoder(cp)
+    with clocked(clock, *eager_modules(ar_decoder, sampler)):
+        ar = ar_decoder.decode_frame(g[:1], c0[:1], sampler, u)
     assert clock.seconds == {"prefill": 1.0, **{p: 14.0 for p in AR_PHASES}}
     assert torch.equal(ar.codes, decode_frame_ar(cp, g[:1], c0[:1], sampler, u).codes)
     dec = SpeculativeDecoder(cp, drafter, trees[8], sampler)
     clock.start()
-    spec = dec.decode_frame(g[:1], c0[:1], u, clock)
+    with clocked(clock, *eager_modules(dec)):
+        spec = dec.decode_frame(g[:1], c0[:1], u)
     rounds = spec.calls - 1
     assert clock.seconds == {"prefill": 1.0, **{p: float(rounds) for p in ROUND_PHASES}}
+    clock.start()
     again = dec.decode_frame(g[:1], c0[:1], u)
+    assert clock.seconds == {}                            # out of the block, the modules mark nothing
     assert torch.equal(spec.codes, ar.codes) and torch.equal(again.codes, ar.codes) and again.calls == spec.calls
     assert [t for t, _ in spec.drafts] == [t for t, _ in again.drafts]
 

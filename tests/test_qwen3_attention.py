@@ -26,7 +26,7 @@ from helpers.adapter.synthesis import synthesize
 from helpers.adapter.talker_inputs import Utterance, batch_inputs, talker_states
 from helpers.method.decoding import SpeculativeDecoder
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import SamplerConfig
+from helpers.method.sampler import SamplerConfig
 from qwen3_tiny import WIDE_HEAD_DIM, build_tiny_tts
 
 TEXTS = ("the cat sat on the mat", "a red sun", "one two big house tree")      # three lengths: a padded batch

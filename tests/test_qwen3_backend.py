@@ -18,7 +18,7 @@ from helpers.experiment.params import ParamsError
 from helpers.backends.qwen3.backend import Qwen3Backend
 from helpers.backends.qwen3.data import load_records
 from helpers.experiment.backend_factory import load_backend, qwen3_data
-from helpers.method.round import SamplerConfig
+from helpers.method.sampler import SamplerConfig
 from helpers.method.training import TrainConfig, train_drafter
 from qwen3_tiny import tiny_params
 

@@ -8,7 +8,7 @@ import torch
 from drafting import TREES, random_drafters
 from helpers.method.decoding import SpeculativeDecoder
 from helpers.adapter.inner_loop import InnerLoop
-from helpers.method.round import SamplerConfig
+from helpers.method.sampler import SamplerConfig
 from helpers.method.parity import two_sample_p
 
 

@@ -16,7 +16,7 @@ from helpers.method.decoding import SpeculativeDecoder
 from helpers.backends.text import TextNormalizer, error_rate
 from helpers.experiment.quality import STREAM_STRIDE
 from helpers.experiment.shards import error_rates, evaluate_shard, extract_shard, launcher_shard, main, merge_shards, shard_of
-from helpers.method.round import SamplerConfig
+from helpers.method.sampler import SamplerConfig
 from qwen3_tiny import tiny_params
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The round's walk (`helpers.method.round.accept`) against the walk's definition, one query at a time on the host:
+"""The round's walk (`helpers.method.tree.accept`) against the walk's definition, one query at a time on the host:
 from the root, descend into the child whose token equals the current node's sample; stop where none does."""
 
 import pytest
@@ -6,7 +6,7 @@ import torch
 
 from drafting import TREES
 from helpers.method.stack import commit_kv
-from helpers.method.round import TreeIndex, accept
+from helpers.method.tree import TreeIndex, accept
 
 
 def walk_by_definition(tree, tokens: list[int], ys: list[int]) -> int:

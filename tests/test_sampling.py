@@ -8,7 +8,7 @@ from transformers.generation.logits_process import (LogitsProcessorList, Tempera
 from conftest import SPECS, frame_inputs
 from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import decode_frame_ar
-from helpers.method.round import SamplerConfig, frame_uniforms, sample, target_probs
+from helpers.method.sampler import SamplerConfig, frame_uniforms, sample, target_probs
 from helpers.adapter.tiny import build_tiny_talker
 from helpers.method.parity import two_sample_p
 

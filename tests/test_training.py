@@ -8,7 +8,7 @@ from helpers.method.calibration import acceptance_table, greedy_tree
 from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import MedusaHeads, PositionOffsets, PreNormOffsets, ReusedHeads
-from helpers.method.round import SamplerConfig, frame_uniforms, target_probs
+from helpers.method.sampler import SamplerConfig, frame_uniforms, target_probs
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from drafting import per_head_loss
 from helpers.method.training import (TeacherForcedHidden, TrainConfig, held_out_loss, sampled_targets, soft_labels,

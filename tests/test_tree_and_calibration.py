@@ -9,7 +9,7 @@ from drafting import TREES
 from helpers.method.calibration import expected_accepted, expected_tokens_per_step, greedy_tree
 from helpers.method.decoding import SpeculativeDecoder
 from helpers.method.drafters import PositionOffsets, ReusedHeads
-from helpers.method.round import SamplerConfig
+from helpers.method.sampler import SamplerConfig
 from helpers.method.tree import SparseTree
 
 

@@ -22,7 +22,7 @@ from torch import nn
 
 from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import ARDecoder, SpeculativeDecoder
-from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 
 
 class InnerLoop:

@@ -15,7 +15,7 @@ from helpers.backends.base import Backend
 from helpers.experiment.params import RunParams
 from helpers.experiment.stage_cache import memo, stage_params
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import SamplerConfig
+from helpers.method.sampler import SamplerConfig
 
 
 def load_backend(P: RunParams) -> Backend:

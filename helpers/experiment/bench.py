@@ -42,7 +42,7 @@ from helpers.measure.machine import machine
 from helpers.measure.profile import format_profile
 from helpers.method.calibration import greedy_tree
 from helpers.method.compiler import COMPILE_MODES
-from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 
 
 def mini_setup(params: str = "params/mini.yaml", frames: int = 200, overrides: dict | None = None):

@@ -16,7 +16,7 @@ from helpers.experiment.params import RunParams
 from helpers.measure.deployments import (DEPLOYMENTS, call_grid, call_phases, deployed, deployment_frames,
                                         runnable)
 from helpers.method.kernels import fits, unsupported
-from helpers.method.round import frame_uniforms
+from helpers.method.sampler import frame_uniforms
 from helpers.method.tree import SparseTree
 
 

@@ -14,7 +14,7 @@ from helpers.method.decoding import decode_frame_ar
 from helpers.method.diagnostics import Diagnostics, diagnostics, own_head_loss, share_closed
 from helpers.method.drafters import OFFSET_KINDS, PositionOffsets, PreNormOffsets, ReusedHeads
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 from helpers.method.training import TrainConfig, train_drafter
 
 

@@ -25,7 +25,7 @@ from helpers.adapter.global_rng import global_rng
 from helpers.artifacts import load_json, load_tensors, save_json, save_tensors
 from helpers.method.drafters import Drafter, make_drafter
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import SamplerConfig
+from helpers.method.sampler import SamplerConfig
 from helpers.method.tree import SparseTree
 
 INNER_LOOP = ("code_predictor.", "model.codec_embedding.")       # the talker's weights the inner loop reads

@@ -19,12 +19,14 @@ import numpy as np
 import torch
 
 from helpers.measure.latency import official_generate
+from helpers.measure.phases import UNTIL, RoundUpTo
 from helpers.measure.timing import device_sync, interleaved, time_calls
 from helpers.method.compiler import CallCompiler, check_compile_mode
 from helpers.method.decoding import CompiledAR, CompiledSpeculative, frame_decoders
 from helpers.method.drafters import Drafter
 from helpers.method.stack import FusedCore
-from helpers.method.round import ARStep, ROUND_PHASES, Round, SamplerConfig, frame_uniforms
+from helpers.method.round import ARStep, Round
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 from helpers.method.predictor import CodePredictor
 from helpers.method.tree import SparseTree
 
@@ -153,7 +155,8 @@ def compiled_round_profile(predictor: CodePredictor, drafter: Drafter, trees: di
     """Per-call p50 (ms) at root position t of the compiled AR call and, per N, of the compiled verify-only call
     (the fused call without drafts: layers + target heads, its outputs left on the device) and the whole
     compiled round (+ sampling of every query token, the walk, the commit, the stop node's drafts); for the N in
-    `phases`, also the round up to the end of each phase (`Round(until=...)`), each its own compiled call.
+    `phases`, also the round up to the end of each phase of `UNTIL` (`helpers.measure.phases.RoundUpTo`), each
+    its own compiled call.
 
     -> {"ar_call_ms", "trees": {N: {"q", "verify_ms", "round_ms", "verify_over_ar" (verify - AR call),
         "round_over_verify" (sample + walk + commit + drafts), "round_over_ar" (round / AR call), "upto_ms"
@@ -187,9 +190,8 @@ def compiled_round_profile(predictor: CodePredictor, drafter: Drafter, trees: di
         out["trees"][n] = {"q": step.q, "verify_ms": verify, "round_ms": full, "verify_over_ar": verify - out[
             "ar_call_ms"], "round_over_verify": full - verify, "round_over_ar": full / out["ar_call_ms"]}
         if n in phases:
-            out["trees"][n]["upto_ms"] = {
-                phase: p50(compiler.capture(lambda *a, phase=phase: rnd(*a, until=phase), state), query, k, v, t_in,
-                           u, codes) for phase in ROUND_PHASES}
+            out["trees"][n]["upto_ms"] = {phase: p50(compiler(RoundUpTo(tree_round, phase), state), query, k, v,
+                                                     t_in, u, codes) for phase in UNTIL}
     out["compile_s"] = compiler.seconds
     return out
 

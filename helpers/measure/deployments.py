@@ -26,7 +26,7 @@ from helpers.method.drafters import Drafter, make_drafter
 from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.kernels import unsupported
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import SamplerConfig
+from helpers.method.sampler import SamplerConfig
 from helpers.method.tree import SparseTree
 
 DEPLOYMENTS = {"float32": (torch.float32, "dense"), "bfloat16": (torch.bfloat16, "dense"),
@@ -210,7 +210,7 @@ def call_phases(predictor: CodePredictor, trees: dict[int, SparseTree], warmup: 
     heads (the verify call's: target logits of every query token); p50 ms over interleaved rounds.
 
     -> {N (0: the AR call): {"q", "call_ms", "projections_ms", "attention_and_small_ops_ms", "heads_ms"}}"""
-    from helpers.method.clock import PhaseClock
+    from helpers.measure.phases import PhaseClock, clocked
     from helpers.method.kernels import in_features
     from helpers.method.stack import apply
     from helpers.method.views import ViewStep
@@ -218,15 +218,14 @@ def call_phases(predictor: CodePredictor, trees: dict[int, SparseTree], warmup: 
     core = FusedCore(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
     clock = PhaseClock(device_sync(predictor.device) if predictor.device.type == "cuda" else None)
     gen = torch.Generator(device=predictor.device).manual_seed(seed)
-    jobs = {}
+    jobs, steps = {}, []
     for n, tree in [(0, None), *trees.items()]:
         step = ViewStep(core, tree)                                  # verify only, as call_grid times it
         tokens, k, v, _ = step.example_inputs(t)
 
         def call(step=step, tokens=tokens, k=k, v=v):
             clock.start()
-            step.call_at(tokens, k, v, t, clock)
-            clock("heads")
+            step.call_at(tokens, k, v, t)                  # its phases, layers and heads, marked by `clocked`
             return dict(clock.seconds)
 
         shapes = [(w, torch.randn(1, step.q, in_features(w), generator=gen, device=predictor.device,
@@ -240,11 +239,13 @@ def call_phases(predictor: CodePredictor, trees: dict[int, SparseTree], warmup: 
             return {"projections": time.perf_counter() - start}
 
         jobs[n] = (step.q, call, projections)
+        steps.append(step)
     samples = {n: [] for n in jobs}
     runs = {(n, i): jobs[n][i] for n in jobs for i in (1, 2)}        # the clocked call and its projections alone
-    for _, outputs, _ in interleaved(rounds, lambda _: runs, warmup, seed):
-        for (n, _), out in outputs.items():
-            samples[n].append(out)
+    with clocked(clock, *steps):
+        for _, outputs, _ in interleaved(rounds, lambda _: runs, warmup, seed):
+            for (n, _), out in outputs.items():
+                samples[n].append(out)
     result = {}
     for n, (q, _, _) in jobs.items():
         def p50(key):

@@ -24,7 +24,7 @@ from helpers.measure.timing import device_sync, time_calls
 from helpers.method.drafters import Drafter
 from helpers.method.decoding import FrameSpeculative
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import SamplerConfig
+from helpers.method.sampler import SamplerConfig
 from helpers.method.tree import SparseTree
 
 

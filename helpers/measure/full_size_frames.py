@@ -25,7 +25,7 @@ from helpers.measure.deployments import DEPLOYMENTS, call_grid, deployed, deploy
 from helpers.method.drafters import Drafter
 from helpers.method.kernels import fits
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 from helpers.method.tree import SparseTree
 
 @torch.no_grad()

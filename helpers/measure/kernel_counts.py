@@ -17,7 +17,7 @@ from helpers.method.capture import DeviceOps
 from helpers.method.decoding import ARDecoder, CompiledAR, FrameSpeculative, SpeculativeDecoder
 from helpers.method.drafters import Drafter
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import SamplerConfig
+from helpers.method.sampler import SamplerConfig
 from helpers.method.tree import SparseTree
 
 

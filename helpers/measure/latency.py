@@ -29,7 +29,8 @@ from helpers.method.drafters import Drafter
 from helpers.method.stack import FusedCore, FusedStep
 from helpers.measure.profile import round_profile
 from helpers.measure.timing import device_sync, interleaved, time_calls
-from helpers.method.round import CapturedGraph, SamplerConfig, frame_uniforms
+from helpers.method.compiler import CapturedGraph
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 from helpers.method.tree import SparseTree
 
 SIZES = (4, 8, 15, 16, 31, 32, 47, 63, 64)       # the paper's N and N + 1 = 16, 32, 48, 64 (full tiles)

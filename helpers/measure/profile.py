@@ -1,7 +1,8 @@
 """Where a decoding round's time goes: the AR step and the speculative round split into phases, in place.
 
-The decoders take a clock (`helpers.method.clock`: the phases and the `PhaseClock`) and tell it where each
-phase ends; the time since the previous mark is booked to that phase.
+The decoders' phase methods tell a clock where each phase ends (`helpers.measure.phases`: the phases, the
+`PhaseClock` and `clocked`, which marks them from outside the method); the time since the previous mark is booked
+to that phase.
 
 `round_profile` decodes real frames with the AR loop and the speculative decoder per tree, interleaved,
 and reports per phase the median over frames of its milliseconds per step (AR) or per round (speculative),
@@ -14,11 +15,11 @@ import numpy as np
 import torch
 
 from helpers.measure.timing import device_sync, interleaved
-from helpers.method.clock import AR_PHASES, ROUND_PHASES, PhaseClock
+from helpers.measure.phases import AR_PHASES, ROUND_PHASES, PhaseClock, clocked, eager_modules
 from helpers.method.decoding import frame_decoders
 from helpers.method.predictor import CodePredictor
 from helpers.method.drafters import Drafter
-from helpers.method.round import SamplerConfig
+from helpers.method.sampler import SamplerConfig
 from helpers.method.tree import SparseTree
 
 
@@ -47,12 +48,14 @@ def round_profile(predictor: CodePredictor, drafter: Drafter, trees: dict[int, S
 
     def runs_of(j):
         gi, ci, ui = g[j:j + 1], c0[j:j + 1], u[j:j + 1]
-        return {"ar": timed(lambda: ar.decode_frame(gi, ci, sampler, ui, clock)),
-                **{n: timed(lambda dec=dec: dec.decode_frame(gi, ci, ui, clock)) for n, dec in decoders.items()}}
+        return {"ar": timed(lambda: ar.decode_frame(gi, ci, sampler, ui)),
+                **{n: timed(lambda dec=dec: dec.decode_frame(gi, ci, ui)) for n, dec in decoders.items()}}
 
-    for _, out, _ in interleaved(g.shape[0], runs_of, warmup_frames, seed, sync):
-        for name, row in out.items():
-            per_frame[name].append(row)
+    modules = eager_modules(ar, sampler) + [m for dec in decoders.values() for m in eager_modules(dec)]
+    with clocked(clock, *modules):
+        for _, out, _ in interleaved(g.shape[0], runs_of, warmup_frames, seed, sync):
+            for name, row in out.items():
+                per_frame[name].append(row)
 
     def summary(rows: list, phases: tuple[str, ...]) -> dict:
         ms = {p: float(np.median([s.get(p, 0.0) / n for n, s in rows])) * 1e3 for p in phases}

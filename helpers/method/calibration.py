@@ -13,8 +13,7 @@ import heapq
 
 import torch
 
-from helpers.method.drafters import Drafter
-from helpers.method.round import top_candidates
+from helpers.method.drafters import Drafter, top_candidates
 from helpers.method.tree import SparseTree
 
 # A made-up acceptance table a[d][r] (decreasing with depth and rank) to shape trees when a model's own

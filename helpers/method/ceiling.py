@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from helpers.method.predictor import CodePredictor, causal_mask
-from helpers.method.round import SamplerConfig, target_probs
+from helpers.method.sampler import SamplerConfig, target_probs
 
 
 @torch.no_grad()

@@ -7,7 +7,8 @@
 
 A decoder asks for both halves apart where a graph should replay one compiled module several times (`kernels`
 compiles a round once, `capture` captures a loop of k of its calls, `helpers.method.decoding.FrameSpeculative`);
-`__call__` does both. A captured module is a `helpers.method.round.CapturedGraph`, captured at its first call.
+`__call__` does both. A captured module is a `CapturedGraph`, captured at its first call and replayed at every later
+one (the one capture: decoders and the call timings).
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ import time
 
 import torch
 from torch import nn
-
-from helpers.method.round import CapturedGraph
 
 COMPILE_MODES = ("none", "inductor", "cuda_graph", "inductor_graph")
 GRAPH_MODES = ("cuda_graph", "inductor_graph")
@@ -30,6 +29,44 @@ def check_compile_mode(mode: str, device: torch.device) -> None:
     if mode in GRAPH_MODES and torch.device(device).type != "cuda":
         raise ValueError(f"compile={mode!r} needs a CUDA model, this one is on {device}; "
                          f"use 'inductor' or 'none' there")
+
+
+class CapturedGraph:
+    """A module replayed from one CUDA graph, captured at its first call (the one capture: decoders and the call
+    timings). state: the decoder's buffers, passed by identity (the graph reads and writes them in place); other
+    arguments are copied into the graph's static inputs at each call; returns the static outputs. The capture runs
+    three warm-up calls on a side stream first and restores the state after them, so the first replay starts from
+    the state it was given; booked(seconds): told how long the capture took."""
+
+    def __init__(self, fn: nn.Module, state: list[torch.Tensor], booked=None):
+        self.fn, self.state, self.booked, self.graph = fn, state, booked, None
+
+    def capture(self, args: tuple) -> None:
+        start = time.perf_counter()
+        self.static = [a if any(a is s for s in self.state) else a.clone() for a in args]
+        saved = [s.clone() for s in self.state]      # warm-up calls write the state: the first replay starts over
+        stream = torch.cuda.Stream(device=args[0].device)
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream), torch.no_grad():
+            for _ in range(3):
+                self.fn(*self.static)
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph), torch.no_grad():
+            self.out = self.fn(*self.static)
+        for s, before in zip(self.state, saved):
+            s.copy_(before)
+        if self.booked is not None:
+            self.booked(time.perf_counter() - start)
+
+    def __call__(self, *args):
+        if self.graph is None:
+            self.capture(args)
+        for s, a in zip(self.static, args):
+            if s is not a:
+                s.copy_(a)
+        self.graph.replay()
+        return self.out
 
 
 class CallCompiler:

@@ -14,8 +14,8 @@ at q = N + 1), so a speed comparison between them compares the calls, not two im
   for a frame of at most k1 rounds.
 
 The eager decoders on a CPU call `helpers.method.views.ViewStep` (rows as views at a host int, any kernel; `views`),
-everywhere else the gathered `FusedStep`. A decoder's `clock` (default None) is told where each phase ends
-(`helpers.method.clock.PhaseClock`).
+everywhere else the gathered `FusedStep`. The decoders time nothing: `helpers.measure.phases` times their phases
+from outside.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ import torch
 from helpers.method.compiler import CallCompiler
 from helpers.method.drafters import Drafter
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import ARFrame, ARStep, Prefill, Round, RoundLoop, SamplerConfig, SpeculativeFrame, mark
+from helpers.method.round import ARFrame, ARStep, Prefill, Round, RoundLoop, SpeculativeFrame
+from helpers.method.sampler import SamplerConfig
 from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.tree import SparseTree
 from helpers.method.views import ViewStep
@@ -112,25 +113,22 @@ class ARDecoder:
         return self.frames[sampler]
 
     @torch.no_grad()
-    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig, u: torch.Tensor,
-                     clock=None) -> FrameResult:
-        """c1..c15 of a batch of frames, one call per code. g [B, H], c0 [B], u [B, 15].
-
-        clock: a `helpers.method.clock.PhaseClock` to tell where each phase of the frame ends (profiling)."""
+    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig, u: torch.Tensor) -> FrameResult:
+        """c1..c15 of a batch of frames, one call per code. g [B, H], c0 [B], u [B, 15]."""
         p = self.predictor
         _check_frame_inputs(p, g, c0, u)
         self.core.refresh()
         k, v = self.core.empty_cache(g.shape[0])
         codes = torch.zeros(g.shape[0], p.num_codes + 1, dtype=torch.long, device=k.device)
-        self.frame(sampler)(g, c0, k, v, u, codes, clock)
+        self.frame(sampler)(g, c0, k, v, u, codes)
         return FrameResult(codes[:, :p.num_codes], calls=p.num_codes, reads=0)
 
 
 def decode_frame_ar(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig,
-                    u: torch.Tensor, clock=None) -> FrameResult:
+                    u: torch.Tensor) -> FrameResult:
     """Autoregressive c1..c15 by a new `ARDecoder(predictor)` (its modules built per call: a loop over frames builds
-    one `ARDecoder` and calls its `decode_frame`). g [B, H], c0 [B], u [B, 15]; clock as there."""
-    return ARDecoder(predictor).decode_frame(g, c0, sampler, u, clock)
+    one `ARDecoder` and calls its `decode_frame`). g [B, H], c0 [B], u [B, 15]."""
+    return ARDecoder(predictor).decode_frame(g, c0, sampler, u)
 
 
 class FrameState:
@@ -213,18 +211,13 @@ class SpeculativeDecoder:
         return self.compiler.seconds
 
     @torch.no_grad()
-    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, clock=None) -> FrameResult:
-        """Speculative c1..c15 for one frame. g [1, H], c0 [1], u [1, 15] -> FrameResult.
-
-        clock: a `helpers.method.clock.PhaseClock` told where each phase of a round ends (eager; a compiled
-        call is one phase, "call")."""
+    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> FrameResult:
+        """Speculative c1..c15 for one frame. g [1, H], c0 [1], u [1, 15] -> FrameResult."""
         p, s, n = self.predictor, self.state, self.predictor.num_codes
         self.core.refresh()
         s.start(p, g, c0, u)
         eager = self.compile == "none"
-        phases = {"clock": clock} if eager else {}
-        query, cand = self.prefill(g, c0, s.k, s.v, s.u, s.codes, **phases)                 # [1, q(t = 1)], [D, m]
-        mark(clock, "prefill")
+        query, cand = self.prefill(g, c0, s.k, s.v, s.u, s.codes)                           # [1, q(t = 1)], [D, m]
         t, calls, reads, accepted, drafts = 1, 1, 0, [], []
         while t < n:
             q = query[:, :self.q[t]]
@@ -232,14 +225,12 @@ class SpeculativeDecoder:
                 if eager:
                     index = self.rounds[t].index
                     drafts.append((t, cand[:index.depth_max, :index.width]))
-                query, t_new, cand = self.calls[t](q, s.k, s.v, s.ts[t], s.u, s.codes, **phases)
+                query, t_new, cand = self.calls[t](q, s.k, s.v, s.ts[t], s.u, s.codes)
                 t_next = int(t_new)                                              # the one host read per round
                 reads += 1
             else:
-                query = self.calls[t](q, s.k, s.v, s.ts[t], s.u, s.codes, **phases)
+                query = self.calls[t](q, s.k, s.v, s.ts[t], s.u, s.codes)
                 t_next = t + 1
-            if not eager:
-                mark(clock, "call")
             accepted.append(t_next - t - 1)
             t, calls = t_next, calls + 1
         return FrameResult(s.codes[:n].clone()[None], calls, accepted, drafts, reads=reads)
@@ -293,12 +284,11 @@ class CompiledAR:
         return self.compiler.seconds
 
     @torch.no_grad()
-    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, clock=None) -> FrameResult:
+    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> FrameResult:
         p, s = self.predictor, self.state
         self.core.refresh()
         s.start(p, g, c0, u)
         self.call(g, c0, s.k, s.v, s.u, s.codes)
-        mark(clock, "call")
         return FrameResult(s.codes[:p.num_codes].clone()[None], calls=p.num_codes, reads=0)
 
 
@@ -349,16 +339,14 @@ class FrameSpeculative:
         return self.compiler.seconds
 
     @torch.no_grad()
-    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, clock=None) -> FrameResult:
+    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> FrameResult:
         p, s, n = self.predictor, self.state, self.predictor.num_codes
         self.core.refresh()
         s.start(p, g, c0, u)
         t, rounds = self.open(g, c0, self.query, self.t, self.rounds, s.k, s.v, s.u, s.codes).tolist()
         reads = 1
-        mark(clock, "call")
         while t < n:
             t, rounds = self.more(self.query, self.t, self.rounds, s.k, s.v, s.u, s.codes).tolist()
             reads += 1
-            mark(clock, "call")
         return FrameResult(s.codes[:n].clone()[None], calls=1 + rounds, reads=reads)
 

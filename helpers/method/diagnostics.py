@@ -23,7 +23,7 @@ import torch
 from helpers.method.ceiling import ideal_drafts
 from helpers.method.drafters import Drafter
 from helpers.method.predictor import CodePredictor
-from helpers.method.round import SamplerConfig, target_probs
+from helpers.method.sampler import SamplerConfig, target_probs
 
 
 def _nan_list(x: torch.Tensor) -> list:

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from helpers.method.predictor import CodePredictor
 from helpers.method.stack import rms_norm
-from helpers.method.round import SamplerConfig, target_probs
+from helpers.method.sampler import SamplerConfig, target_probs
 
 
 def _position(t, device: torch.device) -> torch.Tensor:
@@ -205,7 +205,7 @@ def top_candidates(drafter: Drafter, h: torch.Tensor, t, depth: int, width: int,
                    heads: torch.Tensor | None = None) -> torch.Tensor:
     """Draft, take the top m: the candidates [n, depth, width] (long, by rank) for c_{t+1..t+depth} from the states
     h [n, H] (`Drafter.draft_logits`; t and heads as there). Every round, replay, calibration and the walkthrough
-    draft through here; `helpers.method.round.TreeIndex.query` packs the candidates behind a root."""
+    draft through here; `helpers.method.tree.TreeIndex.query` packs the candidates behind a root."""
     return drafter.draft_logits(h, t, depth, heads).topk(width, dim=-1).indices
 
 

@@ -3,7 +3,7 @@ every node.
 
 `DraftingStep(core, tree, drafter)` is `FusedStep` (`helpers.method.stack`) whose last output is, instead of the
 states, drafts [1, q, D, m] (long): the top-m candidates at depths 1..D from every token (B = 1), each drafted by
-`helpers.method.round.top_candidates` as a round drafts from its stop node, so the host can pick the next query
+`helpers.method.drafters.top_candidates` as a round drafts from its stop node, so the host can pick the next query
 whichever node the walk stops at.
 """
 
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from helpers.method.drafters import Drafter
-from helpers.method.round import top_candidates
+from helpers.method.drafters import Drafter, top_candidates
 from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.tree import SparseTree
 
@@ -38,8 +37,8 @@ class DraftingStep(FusedStep):
     def outputs(self) -> tuple[str, ...]:
         return ("logits", "k_new", "v_new", "drafts")
 
-    def forward(self, tokens, k_cache, v_cache, t, clock=None):
-        logits, k_new, v_new, state = super().forward(tokens, k_cache, v_cache, t, clock)
+    def forward(self, tokens, k_cache, v_cache, t):
+        logits, k_new, v_new, state = super().forward(tokens, k_cache, v_cache, t)
         if not torch.jit.is_tracing() and state.shape[0] != 1:             # traced: the export's shapes are fixed
             raise ValueError(f"a call with drafts decodes one stream (batch 1), got batch {state.shape[0]}")
         draft_pos = self.draft_pos.index_select(0, t.reshape(1))[0]                          # [D + 1]

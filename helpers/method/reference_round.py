@@ -2,7 +2,7 @@
 `CodePredictor` calls over each round's tree query, every node's target p, CDF and draw kept (notebook 00 prints
 them; tests/test_walkthrough.py checks them against the decoder).
 
-`reference_frame` uses the decoder's own rounds (trees, and their walk `helpers.method.round.accept`) and raises
+`reference_frame` uses the decoder's own rounds (trees, and their walk `helpers.method.tree.accept`) and raises
 unless its codes, accepted counts and drafts equal the decoder's and its codes equal `decode_frame_ar`'s. It
 recomputes on purpose: a reader sees each node's full target, which the decoder's fused call never materialises on
 the host (it samples every node at once), and a second, readable stack reaching the decoder's codes is a proof, not
@@ -20,7 +20,9 @@ import math
 import torch
 
 from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
-from helpers.method.round import accept, frame_uniforms, sample, target_probs, top_candidates
+from helpers.method.drafters import top_candidates
+from helpers.method.sampler import frame_uniforms, sample, target_probs
+from helpers.method.tree import accept
 
 
 def _draw(p: torch.Tensor, u: float, drawn: int) -> dict:

@@ -13,7 +13,7 @@ is counted as mismatched.
 Where the inner loop is exact the calls need no decoding at all (`walk_calls`): every sample the decoder
 draws on the accepted path is the recorded code, so a round rooted at c_t accepts the longest path of its
 tree whose drafts (from the teacher-forced h_t) are the recorded c_{t+1}, c_{t+2}, ... One teacher-forced
-pass over all frames and the rounds' own walk (`helpers.method.round.accept`, every frame at once) give the same calls as
+pass over all frames and the rounds' own walk (`helpers.method.tree.accept`, every frame at once) give the same calls as
 `replay_calls`, frame for frame, at a small fraction of its cost (the evaluation stage checks the two
 against each other and against the full synthesis).
 """
@@ -26,7 +26,9 @@ from itertools import islice
 import torch
 
 from helpers.method.decoding import SpeculativeDecoder
-from helpers.method.round import accept, frame_uniforms, top_candidates
+from helpers.method.drafters import top_candidates
+from helpers.method.sampler import frame_uniforms
+from helpers.method.tree import accept
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from helpers.method.decoding import FrameResult, SpeculativeDecoder
-from helpers.method.round import accept
+from helpers.method.tree import accept
 
 
 @dataclass

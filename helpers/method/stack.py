@@ -120,6 +120,13 @@ class FusedCore(nn.Module):
         signature = (self.kernel,) + tuple((w.data_ptr(), w._version, w.dtype, w.device) for w in sources)
         if signature == self._signature:
             return False
+        self._build()
+        self._signature = signature
+        self.generation += 1
+        return True
+
+    def _build(self) -> None:
+        """Copy the official weights, laid out as the class docstring says, and the tables made from them."""
         p = self.predictor
         dtype, device = p.dtype, p.device
         with torch.no_grad():
@@ -146,8 +153,6 @@ class FusedCore(nn.Module):
                 for layer in p.official.model.layers for a in (layer.self_attn,)]
             # the heads laid out for a non-dense kernel (the eager calls of `helpers.method.views`)
             self._head_linears = [make_linear(h.weight, kernel) for h in p.official.lm_head] if kernel != "dense" else []
-        self._signature = signature
-        self.generation += 1
         self.norm_weight = _padded(p.official.model.norm.weight)
         projection = p.official.small_to_mtp_projection                  # talker width -> predictor width
         self.project = None if isinstance(projection, nn.Identity) else projection.forward
@@ -158,7 +163,6 @@ class FusedCore(nn.Module):
         mask[:, self.slots:] = torch.zeros(2, 2, dtype=dtype, device=device).masked_fill(
             ~torch.ones(2, 2, dtype=torch.bool, device=device).tril(), self.mask_min)
         self.prefill_mask = mask
-        return True
 
     def empty_cache(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Zero keys and values k, v [L, batch, kv, S, d] in the model's dtype, on its device."""
@@ -285,10 +289,9 @@ class FusedStep(nn.Module):
         v = torch.randn(shape, generator=gen, device=device, dtype=dtype)
         return tokens, k, v, torch.tensor([t], device=device)
 
-    def forward(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: torch.Tensor,
-                clock=None):
+    def forward(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: torch.Tensor):
         """The call at root position t [1]: every t-dependent row gathered by `index_select` (kernel 'dense'), so
-        one graph serves every t. clock: told when the layers end (`helpers.method.clock.PhaseClock`)."""
+        one graph serves every t."""
         core = self.core
         if core.kernel != "dense":
             raise ValueError(f"kernel {core.kernel!r} runs in the CPU's eager call (`helpers.method.views.ViewStep`); "
@@ -300,20 +303,25 @@ class FusedStep(nn.Module):
         cos, sin = self.cos_t.index_select(0, t)[0], self.sin_t.index_select(0, t)[0]
         mask = self.mask_t.index_select(0, t)[0]                                           # [1, q, S + q]
         heads = core.heads.index_select(0, self.head_index.index_select(0, t)[0])         # [D + 1, H, V]
-        return self.call(tokens, k_cache, v_cache, emb_offset, cos, sin, mask, [heads[i] for i in range(self.depth + 1)],
-                         clock)
+        return self.call(tokens, k_cache, v_cache, emb_offset, cos, sin, mask,
+                         [heads[i] for i in range(self.depth + 1)])
 
-    def call(self, tokens, k_cache, v_cache, emb_offset, cos, sin, mask, heads, clock=None):
+    def call(self, tokens, k_cache, v_cache, emb_offset, cos, sin, mask, heads):
         """The call over one root position's rows: heads, the target head of each depth group ([H, V] dense rows
         or the kernel's linears)."""
-        core = self.core
-        x = F.embedding(tokens + emb_offset, core.tables)                                 # [B, q, H_talker]
-        state, k_new, v_new = core.layers(x, cos, sin, mask, k_cache, v_cache, self.prenorm)   # h, or r (prenorm)
-        if clock is not None:
-            clock("layers")
-        hidden = core.final_norm(state) if self.prenorm else state
-        logits = [apply(hidden[:, s:e], w) for (_, s, e), w in zip(self.groups, heads)]    # per depth group
-        logits = logits[0] if len(logits) == 1 else torch.cat(logits, dim=1)              # [B, q, V]
+        state, k_new, v_new = self.states(tokens, k_cache, v_cache, emb_offset, cos, sin, mask)
+        logits = self.logits(state, heads)
         if self.tree is None:
             return logits, k_new, v_new
         return logits, k_new, v_new, state
+
+    def states(self, tokens, k_cache, v_cache, emb_offset, cos, sin, mask):
+        """The layers: tokens [B, q] -> states [B, q, H] (h, or r when `prenorm`), k_new, v_new [L, B, kv, q, d]."""
+        x = F.embedding(tokens + emb_offset, self.core.tables)                            # [B, q, H_talker]
+        return self.core.layers(x, cos, sin, mask, k_cache, v_cache, self.prenorm)
+
+    def logits(self, state: torch.Tensor, heads) -> torch.Tensor:
+        """The target heads: states [B, q, H] -> logits [B, q, V], each depth group by its head."""
+        hidden = self.core.final_norm(state) if self.prenorm else state
+        logits = [apply(hidden[:, s:e], w) for (_, s, e), w in zip(self.groups, heads)]    # per depth group
+        return logits[0] if len(logits) == 1 else torch.cat(logits, dim=1)                # [B, q, V]

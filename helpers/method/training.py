@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 from helpers.method.decoding import ARDecoder
 from helpers.method.drafters import Drafter
 from helpers.method.checks import int_at_least, positive_int
-from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 
 
 @dataclass

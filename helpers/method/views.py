@@ -26,12 +26,11 @@ class ViewStep(FusedStep):
         self.rows = [(self.emb_offset[t], self.cos_t[t], self.sin_t[t], self.mask_t[t],
                       [core.head_linears[min(t + d, n - 1)] for d, _, _ in self.groups]) for t in range(n)]
 
-    def forward(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: torch.Tensor,
-                clock=None):
-        return self.call_at(tokens, k_cache, v_cache, int(t), clock)
+    def forward(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: torch.Tensor):
+        return self.call_at(tokens, k_cache, v_cache, int(t))
 
-    def call_at(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: int, clock=None):
-        """The call at root position t (a host int); clock as `FusedStep.forward`."""
+    def call_at(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: int):
+        """The call at root position t (a host int)."""
         if self.generation != self.core.generation:
             self.tables()
-        return self.call(tokens, k_cache, v_cache, *self.rows[t], clock)
+        return self.call(tokens, k_cache, v_cache, *self.rows[t])

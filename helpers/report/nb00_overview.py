@@ -19,7 +19,7 @@ from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
 from helpers.method.drafters import DRAFTERS, make_drafter
 from helpers.method.predictor import CodePredictor
 from helpers.method.reference_round import acceptance_check, node_targets, reference_frame
-from helpers.method.round import SamplerConfig, frame_uniforms
+from helpers.method.sampler import SamplerConfig, frame_uniforms
 from helpers.method.tree import SparseTree
 from helpers.report.tables import markdown
 

@@ -37,7 +37,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from helpers.artifacts import atomic_write
 from helpers.method.decoding import FrameResult, SpeculativeDecoder
-from helpers.method.round import frame_uniforms
+from helpers.method.sampler import frame_uniforms
 from helpers.method.rounds import RoundRecord, round_records
 from helpers.method.tree import SparseTree
 from helpers.report.paper import ceiling_provenance
