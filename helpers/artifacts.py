@@ -107,6 +107,12 @@ def set_note_sink(stream) -> None:
     _NOTES["sink"] = stream
 
 
+def _short(folder: Path) -> str:
+    """A step's folder as its build note names it: its root's name and its own ("artifacts/drafters-9942629d7981"),
+    never the machine's absolute path (in JupyterLab the note is a notebook output)."""
+    return f"{folder.parent.name}/{folder.name}"
+
+
 def cached_step(root, name: str, params: Any, build: Callable[[Path], None], log: Callable[[str], None] = note,
                 shipped: str | os.PathLike | None = None) -> Path:
     """The folder `<root>/<name>-<key(params)>`, built by build(tmp_folder) unless it already exists, or copied from
@@ -115,11 +121,11 @@ def cached_step(root, name: str, params: Any, build: Callable[[Path], None], log
     The folder also records how long its build took (`build.json`: seconds, see `build_seconds`)."""
     final = step_folder(root, name, params)
     if step_cached(root, name, params):
-        log(f"{name}: cached ({final})")
+        log(f"{name}: cached ({_short(final)})")
         return final
     if shipped is not None and step_cached(shipped, name, params):
         source = step_folder(shipped, name, params)
-        log(f"{name}: shipped ({source})")
+        log(f"{name}: shipped ({_short(source)})")
 
         def copy(tmp: Path) -> None:
             shutil.copytree(source, tmp, dirs_exist_ok=True)

@@ -141,3 +141,36 @@ def test_a_notebooks_try_it_cell_renders_live_and_on_each_change(live, monkeypat
     assert renders[0] > 0 and all(b > a for a, b in zip(renders, renders[1:])), (name, renders)
     markdown = [o.data for o in shown if isinstance(o, IPython.display.Markdown)]
     assert len(markdown) >= len(renders), (name, markdown)
+
+
+@pytest.mark.parametrize("number, impossible, possible", [
+    ("03", {"max_depth": 1, "size": 64}, {"max_depth": 3}),         # 64 nodes, 8 ranks a depth: depth 1 holds 8
+    ("00", {"depth": 1}, {"depth": 2}),                             # the typed tree "0; 1; 0,0" is 2 deep
+    ("00", {"tree": "0; 1,0"}, {"tree": "0; 0,0"}),                 # a node without its parent
+])
+def test_a_try_it_cell_says_in_one_line_why_values_do_not_go_together(live, monkeypatch, caplog, number, impossible,
+                                                                       possible):
+    """Live, controls moved to values that do not go together (notebook 03: more nodes than the depth holds; 00: a
+    tree deeper than K, or one that is no tree) show one line, after `NOT_SHOWN`, saying why and what to change, and
+    no traceback; moved back to possible values the result is shown again."""
+    from helpers.experiment.controls import NOT_SHOWN
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: shown.append(obj))
+    table = torch.tensor([[0.5 ** (r + d + 1) for r in range(8)] for d in range(3)], dtype=torch.float64)
+    namespace = {"P": SimpleNamespace(seed=0, depth=3, tree_size=16),
+                 "cal": SimpleNamespace(tables={"offsets": table, "reused": table * 0.5}), "main": "offsets"}
+    source = next(source for name, source in try_it_cells() if name.startswith(number))
+    with caplog.at_level(logging.WARNING):
+        exec(compile(source, number, "exec"), namespace)
+        made = controls_of(live[0])
+        for name, value in impossible.items():
+            made[name].value = value
+        said = [o.data for o in shown[-1:] if isinstance(o, IPython.display.Markdown)]
+        assert said and said[0].startswith(NOT_SHOWN) and "\n" not in said[0], shown[-1:]
+        assert ("lower N or raise max_depth" if number == "03" else "tree") in said[0], said
+        before = len(shown)
+        for name, value in possible.items():
+            made[name].value = value
+        assert not any(isinstance(o, IPython.display.Markdown) and o.data.startswith(NOT_SHOWN)
+                       for o in shown[before:]) and len(shown) > before, shown[before:]
+    assert not [r.getMessage() for r in caplog.records if "interact" in r.getMessage()]

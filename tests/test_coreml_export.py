@@ -47,3 +47,20 @@ def test_export_refuses_non_float32_models(tmp_path):
     cp = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=torch.float64))
     with pytest.raises(ValueError, match="float32"):
         export_calls(cp, PositionOffsets(cp), SparseTree.chain(2), tmp_path)
+
+
+def test_coremltools_text_bars_are_dropped_and_other_stderr_kept(capsys):
+    """coremltools draws a tqdm text bar per conversion pass on stderr (a JupyterLab kernel would show them in red):
+    `text_bars_dropped` drops those lines, a finished one without a percentage included, and writes on the rest."""
+    import sys
+
+    from tqdm import tqdm
+
+    from helpers.measure.coreml_export import text_bars_dropped
+    with text_bars_dropped():
+        for _ in tqdm(range(3), desc="Running MIL default pipeline", unit=" passes"):
+            pass
+        for _ in tqdm([], desc="Running MIL frontend_milinternal pipeline", unit=" passes"):     # "0 passes [00:00, ?"
+            pass
+        print("a warning that is no bar", file=sys.stderr)
+    assert capsys.readouterr().err == "a warning that is no bar\n"

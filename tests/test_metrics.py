@@ -63,3 +63,20 @@ def test_a_section_with_int_keys_merges_into_what_an_earlier_run_wrote(tmp_path)
     assert merged["latency"]["cpu"] == {"4": {"overhead": 0.4}, "16": {"overhead": 0.9}}
     assert merged["latency"]["by"] == [{"8": 1}]
     assert json.loads((tmp_path / "twice" / "metrics.json").read_text()) == merged
+
+
+def test_notebooks_run_outside_the_runner_have_no_wall_times_to_lack():
+    """The runner times each notebook (run.wall_s); a run whose notebooks were run in JupyterLab (run.runner false,
+    written by `setup`) has none, and notebook 08 does not ask for them; a runner's run still must have them."""
+    P = RunParams()
+    lossless = dict(frames_compared=10, frames_identical=10, identical_fraction=1.0, exact=True, replay_mismatched=0,
+                    parity={"p_min_adjusted": 1.0, "rejected": False})
+    m = complete(P, lossless)
+    del m["run"]["wall_s"]
+    assert run_problems(P, m) == ["metrics.json lacks run.wall_s"]
+    m["run"]["runner"] = True
+    assert run_problems(P, m) == ["metrics.json lacks run.wall_s"]
+    m["run"]["runner"] = False
+    assert run_problems(P, m) == []
+    del m["run"]["device"]
+    assert run_problems(P, m) == ["metrics.json lacks run.device"]

@@ -170,39 +170,60 @@ def test_the_offset_ablation_script_reads_the_runs_own_numbers(smoke_run, smoke_
         assert row["validation_top1"] == pytest.approx(metrics["drafters"][name]["validation_top1"], abs=1e-12)
 
 
-def test_notebook_03_runs_in_a_plain_kernel_as_jupyterlab_runs_it(smoke_run, smoke_cache, monkeypatch):
-    """Notebook 03 executed top to bottom by nbclient in a plain python3 kernel without the runner's variable (so its
-    try-it cell builds live ipywidgets, as in JupyterLab), on a copy of the smoke run's artifacts: no cell, and no
-    render inside the try-it controls' output area, holds an error; the controls were built."""
+# Notebook 06's timings, fewer (none of them is a stage's parameter: every stage still comes from the smoke run's).
+SHORT_TIMINGS = {"latency_calls": 5, "latency_warmup": 1, "latency_frames": 20, "full_size_frames": 1}
+IMPOSSIBLE_03 = {"max_depth": 1, "size": 64}     # notebook 03's controls: one depth of 17 ranks (smoke) holds 17 nodes
+
+
+def test_every_notebook_runs_in_a_plain_kernel_as_jupyterlab_runs_it(smoke_run, smoke_cache, monkeypatch):
+    """Notebooks 00-08 in order, each executed top to bottom by nbclient in a plain python3 kernel without the
+    runner's variable (so the try-it cells build live ipywidgets and 08 reads what 00-07 wrote, as in JupyterLab),
+    in their own run folder on a copy of the smoke run's artifacts; then every control moved (`plain_kernel`): no
+    cell, no render and no cell that moved a control holds an error, a stderr stream or a printed traceback or
+    warning, every render displays something, the outputs pass the executed notebooks' check (no bars, banners or
+    machine paths), and notebook 03's controls set to a tree that does not fit show one line saying why."""
     import shutil
+    import time
 
-    from nbclient import NotebookClient
-    from papermill.iorw import load_notebook_node
-    from papermill.parameterize import parameterize_notebook
+    from plain_kernel import problems_in, run_plain
 
+    from helpers.experiment.controls import NOT_SHOWN
+    from helpers.experiment.notebook_check import output_problems
     from helpers.experiment.quiet import PROGRESS_ENV
     out, result = smoke_run
     assert result.returncode == 0, result.stdout + result.stderr
     shutil.copytree(out / "smoke" / "artifacts", out / "plain" / "artifacts")      # its own run folder
+    smoke_metrics = (out / "smoke" / "metrics.json").read_bytes()
     monkeypatch.delenv(PROGRESS_ENV, raising=False)                  # the kernel inherits this process's environment
-    nb = load_notebook_node(str(REPO_ROOT / "notebooks" / "03_calibrate_tree.ipynb"))
-    nb = parameterize_notebook(nb, {"params_file": "params/smoke.yaml", "run_name": "plain", "output_dir": str(out),
-                                    "cache_dir": str(smoke_cache)})
-    NotebookClient(nb, kernel_name="python3", timeout=1200, allow_errors=True,    # kernel in the root: this
-                   resources={"metadata": {"path": str(REPO_ROOT)}}).execute()    # checkout's helpers, not an install's
-    errors = [f"cell {i}: {o.get('ename')}: {o.get('evalue')}" for i, cell in enumerate(nb.cells)
-              for o in cell.get("outputs", []) if o.output_type == "error"]
-    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
-    errors += [f"widget {k}: {o.get('ename')}: {o.get('evalue')}" for k, model in state.items()
-               for o in model.get("state", {}).get("outputs", []) if o.get("output_type") == "error"]
-    assert errors == [], "\n".join(errors)
-    views = [o for cell in nb.cells for o in cell.get("outputs", [])
-             if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
-    assert views, "the try-it cell built no controls"
-    models = {m["model_name"] for m in state.values()}
-    assert {"DropdownModel", "IntSliderModel", "OutputModel"} <= models, models
-    rendered = [o for m in state.values() if m["model_name"] == "OutputModel" for o in m["state"].get("outputs", [])]
-    assert any("text/markdown" in o.get("data", {}) for o in rendered), rendered     # the tree's sentence, rendered
+    parameters = {"params_file": "params/smoke.yaml", "run_name": "plain", "output_dir": str(out),
+                  "cache_dir": str(smoke_cache), **SHORT_TIMINGS}
+    problems, moved, seconds, said = [], {}, {}, []
+    for path in notebooks():
+        start = time.time()
+        nb, renders = run_plain(path, parameters, REPO_ROOT, combos=[IMPOSSIBLE_03])    # kernel in the root: the
+        seconds[path.name[:2]] = round(time.time() - start, 1)                        # checkout's helpers
+        problems += [f"{path.name} {p}" for p in output_problems(nb, [REPO_ROOT, sys.prefix, out, smoke_cache],
+                                                                  parameter_paths=[REPO_ROOT, sys.prefix])]
+        problems += [f"{path.name} cell {i}: {p}" for i, cell in enumerate(nb.cells)
+                     for p in problems_in(cell.get("outputs", []))]
+        for r in renders:
+            where = f"{path.name} {r['control'] or 'first render'} = {r['value']!r}:"
+            problems += [f"{where} {p}" for p in problems_in(r["cell"] + r["shown"])]
+            if not [o for o in r["shown"] if o.get("output_type") in ("display_data", "execute_result")]:
+                problems.append(f"{where} nothing shown")
+        moved[path.name[:2]] = {r["control"] for r in renders if r["control"]}
+        said += [o["data"]["text/markdown"] for r in renders if r["value"] == IMPOSSIBLE_03 for o in r["shown"]
+                 if "text/markdown" in o.get("data", {})]
+    print(f"plain kernel, seconds per notebook: {seconds}")
+    assert problems == [], "\n".join(problems)
+    assert moved["00"] == {"tree", "depth", "temperature", "seed"}
+    assert moved["03"] == {"drafter", "size", "max_depth", "max_depth, size"}
+    assert len(said) == 1 and said[0].startswith(NOT_SHOWN) and "lower N or raise max_depth" in said[0], said
+    assert "\n" not in said[0], said
+    assert not any(moved[k] for k in moved if k not in ("00", "03")), moved
+    assert (out / "plain" / "report.md").exists()          # 08 found the run complete without the runner's wall times
+    assert json.loads((out / "plain" / "metrics.json").read_text())["run"]["runner"] is False
+    assert (out / "smoke" / "metrics.json").read_bytes() == smoke_metrics      # the shared run folder untouched
 
 
 def test_make_bench_runs_on_the_smoke_runs_stages(smoke_run, smoke_cache):

@@ -159,6 +159,8 @@ def test_the_offsets_lead_is_said_language_by_language():
 def test_the_report_leaves_out_its_own_wall_time():
     line = wall_time_line({"00_overview": 10.9, REPORT_NOTEBOOK: 5.2})
     assert "00_overview 10.9" in line and "5.2" not in line and f"{REPORT_NOTEBOOK}, which writes" in line
+    untimed = "Wall time per notebook: not recorded (the notebooks ran outside the runner, `python -m helpers`)."
+    assert wall_time_line({}) == wall_time_line({REPORT_NOTEBOOK: 5.2}) == untimed      # run in JupyterLab
 
 
 def test_expected_lines_differ_in_style_and_measured_points_are_hollow():

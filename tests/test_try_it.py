@@ -31,7 +31,8 @@ def test_the_tree_summary_counts_the_greedy_trees_nodes():
     assert "nodes per depth " + " / ".join(map(str, tree.nodes_per_depth)) in text
     _, capped = tree_summary(a, 4, max_depth=1)
     assert capped.max_depth == 1 and capped.nodes_per_depth == [4]           # the table's four ranks at depth 1
-    with pytest.raises(ValueError, match="exceeds the 4 nodes"):
+    with pytest.raises(ValueError, match=r"N = 8 nodes do not fit in a tree at most 1 deep over 4 ranks per depth "
+                                         r"\(it holds 4\): lower N or raise max_depth"):
         tree_summary(a, 8, max_depth=1)
 
 

@@ -11,6 +11,8 @@ from numbers import Integral, Real
 
 from helpers.experiment.quiet import under_runner
 
+NOT_SHOWN = "**Not shown:**"        # what a live render that refuses its values shows before the reason
+
 
 def control_specs(values: dict, ranges: dict | None = None) -> dict[str, tuple[str, dict]]:
     """name -> (ipywidgets class, its arguments): the control `show` builds for each value, one that hands back a
@@ -56,7 +58,9 @@ def show(render, values: dict, ranges: dict | None = None) -> None:
     """render(**values) once where the runner executes the notebook; in JupyterLab the same with a control per
     value (`ranges`: (lo, hi[, step]) for a slider of the value's type, a list for a menu; a checkbox, a number box or
     a text box otherwise: `control_specs`), each change re-rendering. `render` is any callable (a function, a
-    functools.partial, a bound method) that takes the values by name."""
+    functools.partial, a bound method) that takes the values by name. Live, a render that raises ValueError (values
+    that do not go together, a typed value it cannot read) shows its message on one line after `NOT_SHOWN`, not a
+    traceback; under the runner it raises (the notebook's own values must work)."""
     specs = control_specs(values, ranges)
     try:
         inspect.signature(render).bind(**values)        # live, interact would only show the TypeError in its output
@@ -68,6 +72,10 @@ def show(render, values: dict, ranges: dict | None = None) -> None:
     import ipywidgets as w
 
     def rerender(**chosen):         # a function: interact checks its call with inspect.getcallargs, which reads
-        render(**chosen)            # __name__ (a partial or a callable object has none)
+        try:                        # __name__ (a partial or a callable object has none)
+            render(**chosen)
+        except ValueError as e:     # values that do not go together: one line in the output area, no traceback
+            from IPython.display import Markdown, display
+            display(Markdown(f"{NOT_SHOWN} {' '.join(str(e).split())}"))
 
     w.interact(rerender, **{k: getattr(w, cls)(description=k, **kw) for k, (cls, kw) in specs.items()})

@@ -1,7 +1,9 @@
 """`outputs/<run>/metrics.json`: every notebook merges its section in; the runner adds `run`.
 
 Sections (dotted keys):
-    run.{params, seeds, versions, device, git_revision, wall_s.<notebook>}
+    run.{params, seeds, versions, device, git_revision, runner, wall_s.<notebook>}
+                            (runner: whether `python -m helpers` ran the notebooks, and timed them in wall_s;
+                            false: a notebook run outside it, in JupyterLab, last wrote `run`)
     data.table                                              (Table 1 rows)
     codec_levels, codec_levels_per.{levels, per.<code>, mean}   (mini: each codec level's statistics, and the round
                             trip's PER with the first k levels: `helpers.experiment.codec_round_trip`)
@@ -117,8 +119,12 @@ def run_problems(P: RunParams, metrics: dict) -> list[str]:
     """What keeps a run from being complete (notebook 08 stops on any): a required key missing; in exact mode
     (float64 inner loop) any AR vs speculative frame that differs, in evaluation or replay; in deployment mode (an
     inexact inner loop) a same-seed parity test that rejects equal code distributions; in either, an
-    independent-stream parity test that rejects, or its control (another temperature) that does not."""
-    problems = [f"metrics.json lacks {k}" for k in missing_keys(metrics, required_keys(P))]
+    independent-stream parity test that rejects, or its control (another temperature) that does not. Notebooks run
+    outside the runner (`run.runner` false) have no wall times to lack."""
+    keys = required_keys(P)
+    if metrics.get("run", {}).get("runner") is False:
+        keys.remove("run.wall_s")
+    problems = [f"metrics.json lacks {k}" for k in missing_keys(metrics, keys)]
     parity = metrics.get("parity", {})
     if parity.get("rejected"):
         problems.append(f"the parity test rejects equal code distributions of AR and speculative runs from "

@@ -153,7 +153,7 @@ def main(argv=None) -> int:
         return 1
     if args.build or args.ship:
         return 0
-    update_metrics(P, {"run": run_info(P)})
+    update_metrics(P, {"run": {**run_info(P), "runner": True}})
     print(f"run {P.run_name}: {len(todo)} notebook(s) -> {out}")
     params = {"params_file": shown(params_file), **overrides}
     for i, nb in enumerate(todo, 1):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.experiment.metrics import update_metrics
+from helpers.experiment.metrics import run_info, update_metrics
 from helpers.experiment.params import REPO_ROOT, RunParams, notebook_params
 from helpers.experiment.process import process_settings, run_threads
 from helpers.experiment.quiet import silence_banners, under_runner
@@ -65,10 +65,14 @@ def shown_path(path, P: RunParams) -> str:
 def setup(namespace: dict) -> tuple[RunParams, RunOutputs]:
     """Validate the notebook's parameters (`namespace`: its globals()), silence the libraries' known banners
     (`helpers.experiment.quiet`), set the kernel's process-wide settings (`helpers.experiment.process`: one torch
-    thread for the miniature) and say where the outputs go."""
+    thread for the miniature) and say where the outputs go. Outside the runner (JupyterLab, papermill alone) the
+    notebook records the run's `run` section itself (params, versions, revision: `metrics.run_info`), with
+    `runner` false: no runner times the notebooks (`run.wall_s`), and notebook 08 does not ask for it."""
     silence_banners()
     P = notebook_params(namespace)
     process_settings(run_threads(P.backend))
+    if not under_runner():
+        update_metrics(P, {"run": {**run_info(P), "runner": False}})
     where = "beside this notebook" if under_runner() else f"in {shown_path(P.run_dir, P)}/"
     print(f"run {P.run_name!r}: backend {P.backend}; figures/, tables/ and metrics.json {where}")
     return P, RunOutputs(P)

@@ -13,14 +13,18 @@ the fused call, drafts [1, q, D, m] (next round's candidate ids from every node)
 Prediction needs macOS: on Linux `export_calls` converts and reports sizes; on macOS it also runs
 each package on random inputs and compares with PyTorch (`check=True`).
 
-Tracing and conversion drop their known notes on what they do by design (`EXPORT_NOTES`); any other warning shows.
+Tracing and conversion drop their known notes on what they do by design (`EXPORT_NOTES`) and coremltools' text
+progress bars (`text_bars_dropped`); any other warning shows.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import platform
-from contextlib import contextmanager
+import re
+import sys
+from contextlib import contextmanager, redirect_stderr
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +82,26 @@ def dropped_records(known: dict[str, tuple[str, ...]]):
     finally:
         for name, keep in filters.items():
             logging.getLogger(name).removeFilter(keep)
+
+
+# A line of tqdm's text bar: its elapsed time, "[00:01<00:02", "[00:00, ? passes/s]", "[00:03]".
+BAR_LINE = re.compile(r"\[\d+:\d+(?:<|,|\])")
+
+
+@contextmanager
+def text_bars_dropped():
+    """Inside the block, the text progress bars written to `sys.stderr` are dropped (coremltools draws one per
+    conversion pass with tqdm's text bar: in a JupyterLab kernel they would show as stderr; under the runner they go
+    to the notebook's log, `helpers.experiment.quiet.route_progress`, and none reaches stderr); any other stderr text
+    is written on when the block ends."""
+    caught = io.StringIO()
+    try:
+        with redirect_stderr(caught):
+            yield
+    finally:
+        rest = [line for line in re.split(r"[\r\n]+", caught.getvalue()) if line.strip() and not BAR_LINE.search(line)]
+        if rest:
+            sys.stderr.write("".join(line + "\n" for line in rest))
 
 
 def package_size_mb(path: str | Path) -> float:
@@ -146,7 +170,7 @@ def export_calls(predictor: CodePredictor, drafter: Drafter, tree: SparseTree, o
     report = ExportReport(predicted=check, note="" if on_mac else
                           "converted on Linux: Core ML prediction (and the numeric check) needs macOS")
     for label, step in (("ar", FusedStep(core, None)), (f"fused_n{tree.size}", DraftingStep(core, tree, drafter))):
-        with dropped_records(EXPORT_NOTES):
+        with dropped_records(EXPORT_NOTES), text_bars_dropped():       # coremltools' pass bars, in JupyterLab
             mlmodel, inputs = convert_step(step)
             variants = [("fp16", mlmodel)] + ([("w8a16", quantize_w8(mlmodel))] if w8a16 else [])
         for kind, model in variants:

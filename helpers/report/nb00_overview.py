@@ -211,7 +211,8 @@ def toy_round_rows(tree, depth: int = 2, temperature: float = 1.0, seed: int = 0
     then the calls against AR's and whether the codes are AR's (they always are: the walkthrough raises if not)."""
     paths = parse_tree(tree) if isinstance(tree, str) else tuple(tuple(p) for p in tree)
     if max(len(p) for p in paths) > depth:
-        raise ValueError(f"the tree reaches depth {max(len(p) for p in paths)}, deeper than K = {depth} drafts")
+        raise ValueError(f"the tree reaches depth {max(len(p) for p in paths)}, deeper than K = {depth} drafts: raise "
+                         "depth or type a shallower tree")
     dec = toy_decoder(seed=seed, depth=depth, tree=paths, sampler=SamplerConfig(temperature=temperature))
     g, c0, u = toy_frame(seed=seed)
     walk = reference_frame(dec, g, c0, u)

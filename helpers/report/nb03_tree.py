@@ -118,7 +118,14 @@ def limiting_quantity(acc: dict[str, list[float]]) -> dict:
 
 def tree_summary(table: torch.Tensor, size: int, max_depth: int | None = None, num_codes: int = 15):
     """The greedy tree of `size` nodes over an acceptance table [K, m] (at most `max_depth` deep): a sentence
-    (nodes per depth, ranks per depth, expected tokens/step) and the tree (a `SparseTree`, for drawing)."""
+    (nodes per depth, ranks per depth, expected tokens/step) and the tree (a `SparseTree`, for drawing). A size the
+    depth cannot hold (at most width + width^2 + ... nodes, the table's ranks per depth) is refused with what it
+    holds, in one line (the try-it controls show it in place of the tree)."""
+    depth = max_depth or table.shape[0]
+    holds = sum(table.shape[1] ** d for d in range(1, depth + 1)) if 1 <= depth <= table.shape[0] else None
+    if holds is not None and size > holds:
+        raise ValueError(f"N = {size} nodes do not fit in a tree at most {depth} deep over {table.shape[1]} ranks per "
+                         f"depth (it holds {holds}): lower N or raise max_depth")
     tree = greedy_tree(table, size, max_depth)
     text = (f"N = {size}, depth at most {max_depth or table.shape[0]}: depth {tree.max_depth}, nodes per depth "
             + " / ".join(map(str, tree.nodes_per_depth)) + ", ranks per depth " + " / ".join(map(str, tree.width))

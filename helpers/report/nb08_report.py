@@ -71,6 +71,8 @@ def wall_time_line(wall_s: dict[str, float]) -> str:
     """The notebooks' wall times from metrics.json (notebook -> s), the report's own left out: it is recorded only
     after the report is written, so any value here would be an earlier run's."""
     shown = {k: v for k, v in wall_s.items() if k != REPORT_NOTEBOOK}
+    if not shown:
+        return "Wall time per notebook: not recorded (the notebooks ran outside the runner, `python -m helpers`)."
     return ("Wall time per notebook (s): " + ", ".join(f"{k} {v}" for k, v in shown.items())
             + f" ({REPORT_NOTEBOOK}, which writes this report, is timed after it: see metrics.json).")
 
