@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from helpers.method.predictor import CodePredictor, KVCache, causal_mask
-from helpers.method.stack import rms_norm
+from helpers.method.predictor import CodePredictor
+from helpers.method.stack import KVCache, attention_mask, causal_mask, rms_norm
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -22,7 +22,7 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 def reference_forward(cp: CodePredictor, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
                       k_cache: torch.Tensor, v_cache: torch.Tensor, prenorm: bool = False):
-    """`CodePredictor.forward` over the official modules. x [B, q, H_talker], positions [q], mask [q, S + q],
+    """The stack over the official modules. x [B, q, H_talker], positions [q], mask [1, q, S + q] additive,
     caches [L, B, kv, S, d] -> hidden [B, q, H] (prenorm: r), k_new, v_new [L, B, kv, q, d]."""
     batch, q, _ = x.shape
     official = cp.official
@@ -69,7 +69,7 @@ def query(cp: CodePredictor, cache: KVCache, x: torch.Tensor, query_mask: torch.
     unchanged; depth [q] (default 0..q-1) -> hidden [B, q, H], k_new, v_new [L, B, kv, q, d]."""
     if depth is None:
         depth = torch.arange(x.shape[1], device=cp.device)
-    mask = cp.attention_mask(cache.length, query_mask)
+    mask = cp.stack.additive(attention_mask(torch.tensor([cache.length], device=cp.device), query_mask, cp.slots))
     return reference_forward(cp, x, cache.length + depth.to(cp.device), mask, cache.k, cache.v, prenorm)
 
 

@@ -6,7 +6,8 @@ import torch
 
 import oracle
 from conftest import SPECS, frame_inputs
-from helpers.method.predictor import CodePredictor, causal_mask
+from helpers.method.predictor import CodePredictor
+from helpers.method.stack import causal_mask
 from helpers.adapter.tiny import build_tiny_talker
 from helpers.method.tree import SparseTree
 

@@ -15,10 +15,9 @@ import oracle
 from conftest import frame_inputs
 from drafting import TABLE, random_drafters
 from helpers.method.calibration import greedy_tree
-from helpers.method.predictor import KVCache, causal_mask
 from helpers.method.decoding import ARDecoder
 from helpers.method.export_step import DraftingStep
-from helpers.method.stack import FusedCore
+from helpers.method.stack import FusedCore, KVCache, causal_mask
 from helpers.method.views import ViewStep
 from helpers.method.round import Drafts, Prefill
 from helpers.method.sampler import SamplerConfig

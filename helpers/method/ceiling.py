@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from helpers.method.predictor import CodePredictor, causal_mask
+from helpers.method.predictor import CodePredictor
+from helpers.method.stack import causal_mask
 from helpers.method.sampler import SamplerConfig, target_probs
 
 

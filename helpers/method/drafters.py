@@ -79,10 +79,11 @@ class Drafter(nn.Module):
         """What head H_{t+j} reads: h [n, H] (+ b_j), or norm(r + b_j) for a `prenorm` drafter (h is then r)."""
         b = self.offsets
         x = h if b is None else h + b[j - 1].to(h.dtype)
-        if self.prenorm:
-            weight, eps = self._final_norm
-            x = rms_norm(x, weight.detach().to(h.dtype), eps)
-        return x
+        return self.final_norm(x) if self.prenorm else x
+
+    def final_norm(self, r: torch.Tensor) -> torch.Tensor:
+        """The predictor's frozen final norm in r's dtype (`rms_norm`, default layout): r [..., H] -> [..., H]."""
+        return rms_norm(r, self._final_norm[0].detach().to(r.dtype), self._final_norm[1])
 
     def draft_logits(self, h: torch.Tensor, t, depth: int | None = None,
                      heads: torch.Tensor | None = None) -> torch.Tensor:
@@ -125,9 +126,7 @@ class Drafter(nn.Module):
     def target_distribution(self, h: torch.Tensor, sampler: SamplerConfig) -> torch.Tensor:
         """The code predictor's sampling distribution p_t at every position of the frames h reads (the frozen heads on
         h_t, after the frozen final norm where h is r): h [B, 15, H] -> [B, 15, V] in at least float32."""
-        if self.prenorm:
-            weight, eps = self._final_norm
-            h = rms_norm(h, weight.detach().to(h.dtype), eps)
+        h = self.final_norm(h) if self.prenorm else h
         heads = torch.stack([w.detach() for w in self._heads]).to(h.dtype)           # [15, V, H]
         return target_probs(torch.einsum("bth,tvh->btv", h, heads), sampler)
 

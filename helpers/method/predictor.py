@@ -1,14 +1,15 @@
-"""The Qwen3-TTS code predictor as one explicit call over a static KV cache.
+"""The Qwen3-TTS code predictor as one explicit call over a static KV cache: a face over the one stack.
 
 `CodePredictor` wraps the official `Qwen3TTSTalkerCodePredictorModelForConditionalGeneration` (and the talker's
 codec embedding, which embeds `c0`) so that a call can take any query: per-token code positions (table and RoPE
-position), an additive mask over `[cache slots, query]`, and a cache passed in and out explicitly. Its calls run the
-one decoder stack of the project (`stack`: `helpers.method.stack.FusedCore.layers`, the stack the decoders'
-verify calls run) over copies of the official weights laid out once; the official modules are never changed, and
-are copied to another dtype or device only where `from_talker` is asked to. Teacher forcing
-(`teacher_forced_hidden`), the ideal drafter (`helpers.method.ceiling`) and the walkthrough call it at any
-positions; the tests set it against the official forward and against a reference stack over the official modules
-(`tests/oracle.py`).
+position), a mask over the query, and a cache (`helpers.method.stack.KVCache`) passed in and out explicitly. Its
+calls are those of the one decoder stack of the project (`stack`: a `helpers.method.stack.FusedCore`, the core the
+decoders' verify calls run) over copies of the official weights laid out once: `forward_query` is
+`FusedCore.query`, `prefill` is `FusedCore.prefill`, `embed` reads its stacked tables, `final_norm` is its own. The
+official modules are never changed, and are copied to another dtype or device only where `from_talker` is asked
+to. Teacher forcing (`teacher_forced_hidden`), the ideal drafter (`helpers.method.ceiling`) and the walkthrough
+call it at any positions; the tests set it against the official forward and against a reference stack over the
+official modules (`tests/oracle.py`).
 
 Conventions (docs/method.md). Code position `i` means the code `c_i` of the frame:
 - its input embedding is table `i` (`E0` = talker codec embedding, `Ei` = `codec_embedding[i-1]`);
@@ -22,7 +23,6 @@ exact to ~1e-15 whatever the query shape. The official eager path rounds those t
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -30,7 +30,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from helpers.method.kernels import check_kernel
-from helpers.method.stack import FusedCore, commit_kv
+from helpers.method.stack import FusedCore, KVCache, causal_mask
 
 
 def runs(values: Sequence[int]) -> list[tuple[int, int, int]]:
@@ -42,27 +42,6 @@ def runs(values: Sequence[int]) -> list[tuple[int, int, int]]:
         else:
             out.append((i, i + 1, v))
     return out
-
-
-@dataclass
-class KVCache:
-    """Committed keys/values of one frame: k, v [layers, B, kv_heads, slots, head_dim]."""
-
-    k: torch.Tensor
-    v: torch.Tensor
-    length: int = 0
-
-    @property
-    def slots(self) -> int:
-        return self.k.shape[3]
-
-    def commit(self, k_new: torch.Tensor, v_new: torch.Tensor) -> None:
-        """Append the query's entries k_new/v_new [L, B, kv, q, d] at `length`."""
-        n = k_new.shape[3]
-        if self.length + n > self.slots:
-            raise ValueError(f"cannot commit {n} entries: cache holds {self.length} of {self.slots} slots")
-        commit_kv(self.k, self.v, torch.arange(self.length, self.length + n, device=self.k.device), k_new, v_new)
-        self.length += n
 
 
 class CodePredictor(nn.Module):
@@ -133,19 +112,22 @@ class CodePredictor(nn.Module):
 
     def new_cache(self, batch: int = 1) -> KVCache:
         """An empty cache for `batch` frames (`FusedCore.empty_cache`)."""
-        return KVCache(*self.stack.empty_cache(batch))
+        return self.stack.empty_cache(batch)
 
     # ------------------------------------------------------------------ embeddings and heads
     def embed(self, tokens: torch.Tensor, code_pos: Sequence[int]) -> torch.Tensor:
-        """Input embeddings of codes. tokens [B, q], code_pos (len q, host ints) -> [B, q, H_talker]."""
-        parts = []
+        """Input embeddings of codes: E0 for c0, else the stack's tables E_1..E_15 (`FusedCore.tables`, as the verify
+        call reads them). tokens [B, q], code_pos (len q, host ints) -> [B, q, H_talker]."""
+        stack, parts = self.stack, []
         for start, end, i in runs(code_pos):
-            table = self.c0_embedding if i == 0 else self.official.model.codec_embedding[i - 1]
-            parts.append(table(tokens[:, start:end]))
+            part = tokens[:, start:end]
+            parts.append(self.c0_embedding(part) if i == 0 else F.embedding(part + (i - 1) * stack.vocab, stack.tables))
         return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
 
     def logits(self, hidden: torch.Tensor, code_pos: Sequence[int]) -> torch.Tensor:
-        """Target logits of the codes at `code_pos` from their hidden states. [B, n, H] -> [B, n, V]."""
+        """Target logits of the codes at `code_pos` from their hidden states. [B, n, H] -> [B, n, V]. The official
+        heads' [V, H] layout: the reference the stack's [H, V] copies (`FusedCore.heads`) are tested against (the two
+        layouts' products differ in the last bits)."""
         parts = [F.linear(hidden[:, s:e], self.official.lm_head[i - 1].weight) for s, e, i in runs(code_pos)]
         return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
 
@@ -172,58 +154,31 @@ class CodePredictor(nn.Module):
         core.refresh()
         return core
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-                k_cache: torch.Tensor, v_cache: torch.Tensor, prenorm: bool = False):
-        """One call of the decoder stack (`stack.layers`) at any positions.
-
-        x: [B, q, H_talker] input embeddings (or talker hidden state for slot 0)
-        positions: [q] RoPE positions; mask: [q, S + q] additive, over (cache slots, query)
-        k_cache, v_cache: [L, B, kv, S, d]
-        returns hidden [B, q, H] (h, after the final norm; prenorm: r, the last layer's output before it,
-        h = final_norm(r)), k_new, v_new [L, B, kv, q, d]
-        """
-        q = x.shape[1]
-        if q > self.max_query:
-            raise ValueError(f"query of {q} tokens is longer than this predictor's max_query={self.max_query}; "
-                             f"build CodePredictor with max_query >= {q}")
-        stack = self.stack
-        cos, sin = stack.rope(positions)                                           # [q, d] each
-        return stack.layers(x, cos[:, None], sin[:, None], mask, k_cache, v_cache, prenorm)
-
     def final_norm(self, r: torch.Tensor) -> torch.Tensor:
         """The stack's final RMSNorm: pre-norm residual r [..., H] -> hidden state h [..., H] the heads read."""
         return self.stack.final_norm(r)
 
-    # ------------------------------------------------------------------ host helpers
-    def attention_mask(self, cache_length: int, query_mask: torch.Tensor) -> torch.Tensor:
-        """Additive mask [q, S + q]: committed slots < cache_length visible, query by `query_mask` [q, q] (bool)."""
-        q = query_mask.shape[0]
-        visible = torch.zeros(q, self.slots + q, dtype=torch.bool, device=self.device)
-        visible[:, :cache_length] = True
-        visible[:, self.slots:] = query_mask.to(self.device)
-        return torch.zeros(visible.shape, dtype=self.dtype, device=self.device).masked_fill(
-            ~visible, self.stack.mask_min)
-
     def forward_query(self, cache: KVCache, x: torch.Tensor, query_mask: torch.Tensor,
                       depth: torch.Tensor | None = None, prenorm: bool = False):
-        """Call on query x [B, q, H_talker] placed after the committed slots; cache unchanged.
-
-        depth [q]: each token's offset after the cache (tree depth; default 0..q-1, a sequence).
-        returns hidden [B, q, H] (prenorm: before the final norm), k_new, v_new [L, B, kv, q, d]
-        """
-        if depth is None:
-            depth = torch.arange(x.shape[1], device=self.device)
-        positions = cache.length + depth.to(self.device)
-        return self(x, positions, self.attention_mask(cache.length, query_mask), cache.k, cache.v, prenorm)
+        """`FusedCore.query`: the stack on query x [B, q, H_talker] placed after the committed slots, cache unchanged;
+        query_mask [q, q] bool (token i sees token j), depth [q]: each token's offset after the cache (tree depth;
+        default 0..q-1, a sequence). Returns hidden [B, q, H] (prenorm: before the final norm), k_new, v_new
+        [L, B, kv, q, d]."""
+        q = x.shape[1]
+        if q > self.max_query:
+            raise ValueError(f"query of {q} tokens is longer than this predictor's max_query={self.max_query}; "
+                             f"build CodePredictor with max_query >= {q}")
+        depth = torch.arange(q, device=self.device) if depth is None else depth
+        return self.stack.query(cache, x, query_mask, depth, prenorm)
 
     def prefill(self, cache: KVCache, g: torch.Tensor, c0: torch.Tensor, prenorm: bool = False) -> torch.Tensor:
-        """Commit [g, E0(c0)] to an empty cache. g [B, H_talker], c0 [B] -> h_1 [B, H] (prenorm: r_1)."""
+        """`FusedCore.prefill`, committed: [g, E0(c0)] into an empty cache. g [B, H_talker], c0 [B] -> h_1 [B, H]
+        (prenorm: r_1)."""
         if cache.length:
             raise ValueError(f"prefill needs an empty cache, this one holds {cache.length} slots")
-        x = torch.cat((g[:, None].to(self.dtype), self.embed(c0[:, None], [0])), dim=1)
-        hidden, k_new, v_new = self.forward_query(cache, x, causal_mask(2, self.device), prenorm=prenorm)
+        _, k_new, v_new, state = self.stack.prefill(g, c0, cache.k, cache.v, prenorm)
         cache.commit(k_new, v_new)
-        return hidden[:, 1]
+        return state
 
     @torch.no_grad()
     def teacher_forced_hidden(self, g: torch.Tensor, codes: torch.Tensor, prenorm: bool = False) -> torch.Tensor:
@@ -241,7 +196,3 @@ class CodePredictor(nn.Module):
         hidden, _, _ = self.forward_query(cache, x, causal_mask(self.slots, self.device), prenorm=prenorm)
         return hidden[:, 1:]
 
-
-def causal_mask(q: int, device=None) -> torch.Tensor:
-    """[q, q] bool lower-triangular mask (token i sees 0..i)."""
-    return torch.ones(q, q, dtype=torch.bool, device=device).tril()

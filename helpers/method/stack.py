@@ -3,8 +3,17 @@
 `FusedCore(predictor, max_depth)` holds copies of the official weights laid out once for few, cheap ops (stacked
 input tables; heads and projections transposed to [in, out], q/k/v and gate/up each stacked into one matrix; merged
 q/k norm weights; RoPE tables), rebuilt by `refresh()` when the official weights change (data pointer or version),
-and runs the stack over them (`layers`, `prefill`, `final_norm`). `CodePredictor`'s calls at any query run it too
-(dense kernel); the tests set it against the official forward and an oracle written over the official modules.
+and runs the stack over them: `layers`; `query`, any query after a cache; `prefill`, the frame's first call;
+`final_norm`. `CodePredictor`'s calls are a face over it (dense kernel); the tests set it against the official
+forward and an oracle written over the official modules.
+
+One of each, here: the mask builder `attention_mask` (which keys each token sees; `FusedCore.additive` makes it the
+mask the stack adds) for the any-query call, the prefill and `FusedStep`'s per-t tables; the cache `KVCache` (empty
+from `FusedCore.empty_cache`) and the KV write `commit_kv`; the prefill `FusedCore.prefill`; the RMSNorm `rms_norm`,
+one formula in two layouts, each kept for its numbers (they agree to ~1 ulp): by default torch's `rms_norm`, then the
+weight (the oracle, a pre-norm drafter's norm in its master dtype, the per-head q/k norms); `one_kernel`, one
+`layer_norm` over [x, -x] (mean 0, variance mean(x^2), so its first half is x / sqrt(mean(x^2) + eps)) for the
+stack's norms over the hidden width, on the CPU one kernel instead of several (~3-6 us a norm).
 
 `FusedStep(core, tree)` is the verify call of one tree (tree None: the AR call), one static-shape module:
 
@@ -20,13 +29,15 @@ table), RoPE cos/sin of each token (position `t + 1 + depth`), the additive mask
 `< t + 1` visible, then the ancestor mask), and the target head of each depth group (nodes at depth `d` all use head
 `t + d`, clamped to the last). No Python control flow depends on tensor values and every tensor has rank <= 5.
 Near the frame's end a module built on the full tree runs with clamped indices; those nodes' outputs are
-meaningless and never accepted. `commit_kv` is the one KV write.
+meaningless and never accepted.
 
 The CPU's eager calls read the per-t rows as views at a host int instead, with its matrix kernels
 (`helpers.method.views`); the Core ML export adds drafts from every node (`helpers.method.export_step`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -44,6 +55,43 @@ def commit_kv(k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor, k_new: torc
     v.index_copy_(3, slots, v_new)
 
 
+@dataclass
+class KVCache:
+    """Keys/values of a batch of frames: k, v [L, B, kv, S, d], the first `length` slots committed. Unpacks as k, v."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    length: int = 0
+
+    @property
+    def slots(self) -> int:
+        return self.k.shape[3]
+
+    def __iter__(self):
+        return iter((self.k, self.v))
+
+    def commit(self, k_new: torch.Tensor, v_new: torch.Tensor) -> None:
+        """Append the query's entries k_new/v_new [L, B, kv, q, d] at `length`."""
+        n = k_new.shape[3]
+        if self.length + n > self.slots:
+            raise ValueError(f"cannot commit {n} entries: cache holds {self.length} of {self.slots} slots")
+        commit_kv(self.k, self.v, torch.arange(self.length, self.length + n, device=self.k.device), k_new, v_new)
+        self.length += n
+
+
+def causal_mask(q: int, device=None) -> torch.Tensor:
+    """[q, q] bool lower-triangular mask (token i sees 0..i)."""
+    return torch.ones(q, q, dtype=torch.bool, device=device).tril()
+
+
+def attention_mask(cache_length: torch.Tensor, query_mask: torch.Tensor, slots: int) -> torch.Tensor:
+    """The one mask builder, over (cache slots, query): slots < cache_length [n] (int, on the device) visible, the
+    query by query_mask [q, q] (bool: token i sees j) -> visible [n, q, S + q] bool (additive: `FusedCore.additive`)."""
+    cache = torch.arange(slots, device=cache_length.device) < cache_length[:, None, None]          # [n, 1, S]
+    return torch.cat((cache.expand(-1, query_mask.shape[0], -1),
+                      query_mask.to(cache.device).expand(len(cache_length), -1, -1)), dim=-1)
+
+
 def apply(x: torch.Tensor, linear) -> torch.Tensor:
     """x [..., K] times one laid-out weight -> [..., N]: a dense W^T [K, N] as one 2-D product over the rows (which
     the CPU's GEMM runs faster than a batched product with a broadcast weight), else the kernel's callable
@@ -53,24 +101,17 @@ def apply(x: torch.Tensor, linear) -> torch.Tensor:
     return torch.mm(x.reshape(-1, x.shape[-1]), linear).view(*x.shape[:-1], linear.shape[-1])
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm over the last dim, reduced in at least float32 (the reference formula). x: [..., D] -> [..., D]."""
-    acc = torch.promote_types(x.dtype, torch.float32)
-    y = x.to(acc)
-    y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * y.to(x.dtype)
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float, one_kernel: bool = False) -> torch.Tensor:
+    """The one RMSNorm (module docstring): x [..., H] -> weight * x / sqrt(mean(x^2) + eps), reduced in at least
+    float32, weight [H] or None; one_kernel: as one `layer_norm` over [x, -x], weight `padded(w)` [2H] (a view)."""
+    if one_kernel:
+        return F.layer_norm(torch.cat((x, -x), -1), (2 * x.shape[-1],), weight, None, eps)[..., :x.shape[-1]]
+    y = F.rms_norm(x, x.shape[-1:], None, eps)
+    return y if weight is None else weight * y
 
 
-def rms_norm_one_kernel(x: torch.Tensor, weight2: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm as one `layer_norm` kernel: [x, -x] has mean 0 and variance mean(x^2), so the first half of its
-    layer norm is x / sqrt(mean(x^2) + eps). x [..., H], weight2 = [weight, 0] [2H] -> [..., H] (a view).
-    `rms_norm` to ~1 ulp; on CPU one kernel instead of several (~3-6 us a norm)."""
-    width = x.shape[-1]
-    return F.layer_norm(torch.cat((x, -x), -1), (2 * width,), weight2, None, eps)[..., :width]
-
-
-def _padded(weight: torch.Tensor) -> torch.Tensor:
-    """[weight, 0]: a norm weight as `rms_norm_one_kernel` takes it."""
+def padded(weight: torch.Tensor) -> torch.Tensor:
+    """[weight, 0] [2H]: a norm weight [H] as the one_kernel layout of `rms_norm` takes it."""
     weight = weight.detach()
     return torch.cat((weight, torch.zeros_like(weight)))
 
@@ -142,32 +183,34 @@ class FusedCore(nn.Module):
             # [nh + nkv, d], q rows carry 1/sqrt(d)
             kernel = self.kernel
             self.layer_weights = [(
-                _padded(layer.input_layernorm.weight),
+                padded(layer.input_layernorm.weight),
                 make_linear(torch.cat([m.weight.detach() for m in (a.q_proj, a.k_proj, a.v_proj)]), kernel),
                 torch.cat((a.q_norm.weight.detach().expand(self.nh, -1) * a.scaling,
                            a.k_norm.weight.detach().expand(self.nkv, -1))),
-                make_linear(a.o_proj.weight, kernel), _padded(layer.post_attention_layernorm.weight),
+                make_linear(a.o_proj.weight, kernel), padded(layer.post_attention_layernorm.weight),
                 make_linear(torch.cat((layer.mlp.gate_proj.weight.detach(), layer.mlp.up_proj.weight.detach())),
                             kernel),
                 make_linear(layer.mlp.down_proj.weight, kernel), layer.mlp.act_fn)
                 for layer in p.official.model.layers for a in (layer.self_attn,)]
             # the heads laid out for a non-dense kernel (the eager calls of `helpers.method.views`)
             self._head_linears = [make_linear(h.weight, kernel) for h in p.official.lm_head] if kernel != "dense" else []
-        self.norm_weight = _padded(p.official.model.norm.weight)
+        self.norm_weight = padded(p.official.model.norm.weight)
         projection = p.official.small_to_mtp_projection                  # talker width -> predictor width
         self.project = None if isinstance(projection, nn.Identity) else projection.forward
         self.mask_min = max(torch.finfo(dtype).min, -3.0e4)   # exp() underflows to 0 in any dtype; finite in fp16
         self.softmax_dtype = None if dtype in (torch.float32, torch.float64) else torch.float32
-        self.prefill_cos, self.prefill_sin = self.cos[:2, None], self.sin[:2, None]
-        mask = torch.full((2, self.slots + 2), self.mask_min, dtype=dtype, device=device)
-        mask[:, self.slots:] = torch.zeros(2, 2, dtype=dtype, device=device).masked_fill(
-            ~torch.ones(2, 2, dtype=torch.bool, device=device).tril(), self.mask_min)
-        self.prefill_mask = mask
+        self.prefill_cos, self.prefill_sin = self.cos[:2, None], self.sin[:2, None]   # [g, c0] at slots 0, 1
+        self.prefill_mask = self.additive(attention_mask(torch.zeros(1, dtype=torch.long, device=device),
+                                                         causal_mask(2, device), self.slots))
 
-    def empty_cache(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Zero keys and values k, v [L, batch, kv, S, d] in the model's dtype, on its device."""
+    def empty_cache(self, batch: int) -> KVCache:
+        """The empty cache of `batch` frames: zero k, v [L, batch, kv, S, d] in the model's dtype, on its device."""
         shape = (self.num_layers, batch, self.nkv, self.slots, self.hd)
-        return tuple(torch.zeros(shape, dtype=self.heads.dtype, device=self.heads.device) for _ in range(2))
+        return KVCache(*(torch.zeros(shape, dtype=self.heads.dtype, device=self.heads.device) for _ in range(2)))
+
+    def additive(self, visible: torch.Tensor) -> torch.Tensor:
+        """`attention_mask`'s visible [..., q, S + q] as the stack adds it: 0 there, else `mask_min` (model dtype)."""
+        return torch.zeros_like(visible, dtype=self.cos.dtype).masked_fill(~visible, self.mask_min)     # on its device
 
     def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The official RoPE tables at positions [P]: cos, sin [P, d] in the model dtype, sin sign-folded (its first
@@ -195,8 +238,8 @@ class FusedCore(nn.Module):
         h = x if self.project is None else self.project(x)
         k_out, v_out = [], []
         for li, (w_in, w_qkv, w_qk, w_o, w_post, w_gate_up, w_down, act) in enumerate(self.layer_weights):
-            qkv = apply(rms_norm_one_kernel(h, w_in, self.eps), w_qkv).view(batch, q, nh + 2 * nkv, hd)
-            qk = F.rms_norm(qkv[:, :, :nh + nkv], (hd,), None, self.eps) * w_qk
+            qkv = apply(rms_norm(h, w_in, self.eps, one_kernel=True), w_qkv).view(batch, q, nh + 2 * nkv, hd)
+            qk = rms_norm(qkv[:, :, :nh + nkv], None, self.eps) * w_qk
             qk = qk * cos + torch.roll(qk, hd // 2, -1) * sin                      # RoPE
             qs = qk[:, :, :nh].reshape(batch, q, nkv, groups, hd).permute(0, 2, 3, 1, 4).reshape(
                 batch, nkv, groups * q, hd)                                          # [B, kv, g q, d]
@@ -212,17 +255,27 @@ class FusedCore(nn.Module):
                 probs = probs.to(values.dtype)
             o = torch.matmul(probs.view(batch, nkv, groups * q, -1), values)         # [B, kv, g q, d]
             h = h + apply(o.view(batch, nkv, groups, q, hd).permute(0, 3, 1, 2, 4).reshape(batch, q, nh * hd), w_o)
-            gate, up = apply(rms_norm_one_kernel(h, w_post, self.eps), w_gate_up).chunk(2, dim=-1)
+            gate, up = apply(rms_norm(h, w_post, self.eps, one_kernel=True), w_gate_up).chunk(2, dim=-1)
             h = h + apply(act(gate) * up, w_down)
         return h if prenorm else self.final_norm(h), torch.stack(k_out), torch.stack(v_out)
 
     def final_norm(self, r: torch.Tensor) -> torch.Tensor:
         """The final RMSNorm: pre-norm residual r [..., H] -> h [..., H]."""
-        return rms_norm_one_kernel(r, self.norm_weight, self.eps)
+        return rms_norm(r, self.norm_weight, self.eps, one_kernel=True)
+
+    def query(self, cache: KVCache, x: torch.Tensor, query_mask: torch.Tensor, depth: torch.Tensor,
+              prenorm: bool = False):
+        """The stack at any query, placed after the cache's committed slots (cache unchanged): x [B, q, H_talker],
+        query_mask [q, q] bool (token i sees token j), depth [q] (each token's offset after the cache: its RoPE
+        position is length + depth) -> hidden [B, q, H] (prenorm: r), k_new, v_new [L, B, kv, q, d]."""
+        device = self.cos.device
+        cos, sin = self.rope(cache.length + depth.to(device))                                 # [q, d] each
+        visible = attention_mask(torch.tensor([cache.length], device=device), query_mask, self.slots)
+        return self.layers(x, cos[:, None], sin[:, None], self.additive(visible), cache.k, cache.v, prenorm)
 
     def prefill(self, g: torch.Tensor, c0: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                 prenorm: bool = False):
-        """[g, E0(c0)] over an empty cache (zeros, fully masked). g [B, H_talker], c0 [B]
+        """The one prefill: [g, E0(c0)] at slots 0, 1 over an empty cache (zeros, fully masked). g [B, H_talker], c0 [B]
         -> logits of c1 [B, V], k_new, v_new [L, B, kv, 2, d], h_1 [B, H] (prenorm: r_1, before the final norm)."""
         x = torch.cat((g[:, None].to(self.heads.dtype), self.predictor.c0_embedding(c0[:, None])), dim=1)
         state, k, v = self.layers(x, self.prefill_cos, self.prefill_sin, self.prefill_mask, k_cache, v_cache, True)
@@ -253,10 +306,8 @@ class FusedStep(nn.Module):
         # code position of each token t + d -> row offset of its table E_{t+d} in the stacked tables
         self.register_buffer("emb_offset", ((t + d).clamp(1, n) - 1) * core.vocab, persistent=False)   # [15, q]
         self.register_buffer("position", t + 1 + d, persistent=False)                # [15, q] RoPE positions
-        cache_visible = (torch.arange(core.slots, device=device)[None, None] < t[:, :, None] + 1).expand(n, self.q, -1)
-        tree_mask = tree.mask.to(device) if tree is not None else torch.ones(1, 1, dtype=torch.bool, device=device)
-        visible = torch.cat((cache_visible, tree_mask[None].expand(n, -1, -1)), dim=-1)   # [15, q, S + q]
-        self.register_buffer("visible", visible, persistent=False)
+        tree_mask = tree.mask if tree is not None else torch.ones(1, 1, dtype=torch.bool, device=device)
+        self.register_buffer("visible", attention_mask(t[:, 0] + 1, tree_mask, core.slots), persistent=False)
         self.register_buffer("head_index", (t + torch.arange(self.depth + 1, device=device)).clamp(max=n - 1),
                              persistent=False)                                        # [15, D + 1]: target heads
         self.tables()
@@ -267,10 +318,8 @@ class FusedStep(nn.Module):
         core = self.core
         if self.visible.device != core.heads.device:               # the model moved since this step was built
             self.to(core.heads.device)
-        self.cos_t = core.cos[self.position][:, :, None]
-        self.sin_t = core.sin[self.position][:, :, None]
-        self.mask_t = torch.zeros(self.visible.shape, dtype=core.cos.dtype, device=core.cos.device).masked_fill(
-            ~self.visible, core.mask_min)[:, None]
+        self.cos_t, self.sin_t = core.cos[self.position][:, :, None], core.sin[self.position][:, :, None]
+        self.mask_t = core.additive(self.visible)[:, None]
         self.generation = core.generation
 
     @property
