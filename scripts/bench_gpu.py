@@ -117,17 +117,17 @@ def frames_side_by_side(p, d, trees, sampler, g, c0, u, modes, first, seed) -> d
     """Whole frames of every system in every mode (`side_by_side`, with the frame decoders: the AR frame one graph and
     `FrameSpeculative` with `first` {N: k1} rounds in its first graph), codes checked against the eager AR loop."""
     from helpers.measure.compiled_latency import side_by_side
-    from helpers.method.decoding import CompiledAR, FrameSpeculative
+    from helpers.method.decoding import Decoder
 
     graph_modes = [m for m in modes if m != "none"]
     extra = {}
     for mode in graph_modes:
         if mode != modes[1]:                        # side_by_side builds the AR systems of its own mode
-            extra[f"arframe_{mode}"] = CompiledAR(p, sampler, mode)
+            extra[f"arframe_{mode}"] = Decoder(p, sampler, compile=mode, rounds_per_graph=(14, 14))
         for n, tree in trees.items():
-            extra[f"spec{n}_frame_{mode}"] = FrameSpeculative(p, d, tree, sampler, mode, first=first[n])
+            extra[f"spec{n}_frame_{mode}"] = Decoder(p, sampler, d, tree, mode, rounds_per_graph=(first[n], 1))
     if not graph_modes:                              # the CPU check: the frame decoders eagerly
-        extra = {f"spec{n}_frame_none": FrameSpeculative(p, d, t, sampler, "none", first=first[n])
+        extra = {f"spec{n}_frame_none": Decoder(p, sampler, d, t, "none", rounds_per_graph=(first[n], 1))
                  for n, t in trees.items()}
     return side_by_side(p, d, trees, g, c0, u, sampler, modes[1] if graph_modes else "none", seed=seed, extra=extra)
 
@@ -210,8 +210,7 @@ def exact_part(args, device, modes, out: dict, save) -> None:
     import torch
 
     from helpers.experiment.inner_loop_pack import load_pack
-    from helpers.method.decoding import CompiledAR, CompiledSpeculative, decode_frame_ar
-    from helpers.method.decoding import FrameSpeculative
+    from helpers.method.decoding import Decoder
     from helpers.method.sampler import frame_uniforms
 
     pack = load_pack(args.pack, device, torch.float64)
@@ -219,27 +218,29 @@ def exact_part(args, device, modes, out: dict, save) -> None:
     frames = min(args.frames, 20)
     g, c0 = pack.g[:frames], pack.c0[:frames]
     u = frame_uniforms(torch.Generator().manual_seed(args.seed), p.num_codes, batch=frames, device=device)
-    ar = decode_frame_ar(p, g, c0, sampler, u).codes
+    ar = Decoder(p, sampler).decode_frame(g, c0, u).codes
     rows = out["exact"] = {"dtype": "float64", "frames": frames, "identical": {}}
     for mode in modes:
         sizes = args.sizes if mode != "inductor_graph" else [max(args.sizes)]
-        decoders = {f"arframe_{mode}": CompiledAR(p, sampler, mode)} if mode != "none" else {}
+        decoders = ({f"arframe_{mode}": Decoder(p, sampler, compile=mode, rounds_per_graph=(14, 14))}
+                    if mode != "none" else {})
         for n in sizes:
             tree = pack.trees[pack.main][n]
-            decoders[f"spec{n}_{mode}"] = CompiledSpeculative(p, d, tree, sampler, mode)
-            decoders[f"spec{n}_frame_{mode}"] = FrameSpeculative(p, d, tree, sampler, mode, first=4)
+            decoders[f"spec{n}_{mode}"] = Decoder(p, sampler, d, tree, mode)
+            decoders[f"spec{n}_frame_{mode}"] = Decoder(p, sampler, d, tree, mode, rounds_per_graph=(4, 1))
         for name, dec in decoders.items():
             rows["identical"][name] = sum(bool(torch.equal(dec.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1])
                                                            .codes[0], ar[i])) for i in range(frames))
         save()
     fp, fd, ftrees, _, fg, fc0, _ = full_pack(args, device, torch.float64)         # the real size: a few frames
     few = min(frames, 4)
-    far = decode_frame_ar(fp, fg[:few], fc0[:few], sampler, u[:few]).codes
+    far = Decoder(fp, sampler).decode_frame(fg[:few], fc0[:few], u[:few]).codes
     rows["full_size_identical_to_miniature"] = int((far == ar[:few]).all(dim=1).sum())
     for mode in modes:
         n = max(args.sizes)
-        decoders = {f"full_arframe_{mode}": CompiledAR(fp, sampler, mode)} if mode != "none" else {}
-        decoders[f"full_spec{n}_frame_{mode}"] = FrameSpeculative(fp, fd, ftrees[n], sampler, mode, first=4)
+        decoders = ({f"full_arframe_{mode}": Decoder(fp, sampler, compile=mode, rounds_per_graph=(14, 14))}
+                    if mode != "none" else {})
+        decoders[f"full_spec{n}_frame_{mode}"] = Decoder(fp, sampler, fd, ftrees[n], mode, rounds_per_graph=(4, 1))
         for name, dec in decoders.items():
             rows["identical"][name] = sum(bool(torch.equal(dec.decode_frame(fg[i:i + 1], fc0[i:i + 1], u[i:i + 1])
                                                            .codes[0], far[i])) for i in range(few))

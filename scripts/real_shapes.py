@@ -216,7 +216,7 @@ def main(argv=None) -> int:
     from helpers.experiment import stages
     from helpers.experiment.params import RunParams
     from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree
-    from helpers.method.decoding import SpeculativeDecoder
+    from helpers.method.decoding import Decoder
     from helpers.method.drafters import PositionOffsets
     from helpers.method.training import TrainConfig, train_drafter
     from qwen3_tiny import build_tiny_datasets
@@ -260,7 +260,7 @@ def main(argv=None) -> int:
     calib = meter.run("calibration (teacher-forced acceptance, greedy tree N = 16)", calibration)
     b.max_frames = lambda sample: args.frames                          # random weights: EOS never comes
     ar = meter.run(f"AR synthesis ({args.frames} frames)", lambda: b.synthesize(train[0], "ar", seed=3))
-    decoder = SpeculativeDecoder(predictor, drafter, calib[1], stages.sampler(P), core=b.core)   # the AR's copies
+    decoder = Decoder(predictor, stages.sampler(P), drafter, calib[1], core=b.core)   # the AR's copies
     spec = meter.run(f"speculative synthesis ({args.frames} frames, N = 16)", lambda: b.synthesize(train[0], decoder, seed=3))
     audio = meter.run("decode to audio (speech tokenizer decoder)", lambda: b.decode(spec.codes))
     if any(row[5] != "ok" for row in meter.rows):

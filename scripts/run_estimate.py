@@ -55,17 +55,17 @@ def miniature_ops(pack_folder: Path, frames: int) -> dict:
     """Dispatched operations per frame of the miniature's eager AR loop and official generate (mean over frames)."""
     from helpers.experiment.inner_loop_pack import load_pack
     from helpers.measure.latency import official_generate
-    from helpers.method.decoding import ARDecoder
+    from helpers.method.decoding import Decoder
     from helpers.method.sampler import frame_uniforms
 
     pack = load_pack(pack_folder, "cpu")
     p, sampler = pack.predictor, pack.sampler
     u = frame_uniforms(torch.Generator().manual_seed(0), p.num_codes, batch=frames, device=p.device)
-    ar = ARDecoder(p, views=False)                                 # as the GPU runs it (no views)
+    ar = Decoder(p, sampler, views=False)                          # as the GPU runs it (no views)
     out = {"ar": 0, "official": 0}
     for i in range(frames):
         g, c0 = pack.g[i:i + 1], pack.c0[i:i + 1]
-        out["ar"] += _ops(lambda: ar.decode_frame(g, c0, sampler, u[i:i + 1]))
+        out["ar"] += _ops(lambda: ar.decode_frame(g, c0, u[i:i + 1]))
         out["official"] += _ops(lambda: official_generate(p, g, c0, sampler))
     return {k: v / frames for k, v in out.items()}
 
@@ -78,7 +78,7 @@ def real_depth_ops(work: Path, frames: int) -> dict:
 
     from helpers.experiment import stages
     from helpers.experiment.params import RunParams
-    from helpers.method.decoding import ARDecoder
+    from helpers.method.decoding import Decoder
     from helpers.method.sampler import frame_uniforms
 
     configs = scaled_configs(work / "configs", talker_layers=28, predictor_layers=5)
@@ -102,8 +102,9 @@ def real_depth_ops(work: Path, frames: int) -> dict:
     g = torch.zeros(1, p.c0_embedding.weight.shape[1], dtype=p.dtype, device=p.device)
     c0 = torch.zeros(1, dtype=torch.long, device=p.device)
     u = frame_uniforms(torch.Generator().manual_seed(0), p.num_codes, batch=1, device=p.device)
-    here = _ops(lambda: ARDecoder(p).decode_frame(g, c0, stages.sampler(P), u))    # as the synthesis ran it here
-    inner = _ops(lambda: ARDecoder(p, views=False).decode_frame(g, c0, stages.sampler(P), u))    # as a GPU runs it
+    here_ar, gpu_ar = Decoder(p, stages.sampler(P)), Decoder(p, stages.sampler(P), views=False)
+    here = _ops(lambda: here_ar.decode_frame(g, c0, u))                # as the synthesis ran it here
+    inner = _ops(lambda: gpu_ar.decode_frame(g, c0, u))                # as a GPU runs it
     return {"talker_layers": layers[0], "predictor_layers": layers[1], "synthesis_frame": whole, "inner_ar": inner,
             "talker": whole - here}
 

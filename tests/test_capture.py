@@ -6,13 +6,15 @@ pruned tree of each test tree, `RoundLoop` and `SpeculativeFrame`, for every dra
 The guard itself is tested on the three faults, the first being the `ARStep` line that broke capture on an H200.
 """
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from conftest import frame_inputs
 from drafting import TREES, random_drafters
 from helpers.method.capture import CaptureError, DeviceOps, check_capturable
-from helpers.method.decoding import FrameState
+from helpers.method.decoding import Decoder
 from helpers.method.round import ARFrame, ARStep, Prefill, Round, RoundLoop, SpeculativeFrame
 from helpers.method.sampler import SamplerConfig, frame_uniforms
 from helpers.method.tree import TreeIndex
@@ -24,9 +26,10 @@ DRAFTERS = ("reused", "offsets", "offsets_prenorm", "medusa")
 
 def frame_buffers(spec, cp, seed=3):
     g, c0 = frame_inputs(spec, 1, seed=seed)
-    state = FrameState(cp)
-    state.u.copy_(frame_uniforms(torch.Generator().manual_seed(seed))[0])
-    return g, c0, state
+    k, v, u, codes = Decoder(cp, SAMPLER).buffers(1)                 # a decoder's buffers: k, v, u [15], codes [16]
+    u.copy_(frame_uniforms(torch.Generator().manual_seed(seed))[0])
+    ts = [torch.full((1,), t, device=cp.device) for t in range(cp.num_codes + 1)]
+    return g, c0, SimpleNamespace(k=k, v=v, u=u, codes=codes, ts=ts)
 
 
 def round_of(core, drafter, tree):
@@ -115,7 +118,8 @@ def test_frame_modules_are_capturable(tiny, drafter_name):
     frame = SpeculativeFrame(Prefill(core, SAMPLER, rnd.drafts, rnd.index), RoundLoop(rnd, 4, cp.num_codes))
     status = check_capturable(frame, g, c0, query, t, rounds, s.k, s.v, s.u, s.codes)
     status = check_capturable(RoundLoop(rnd, 14, cp.num_codes), query, t, rounds, s.k, s.v, s.u, s.codes)
-    assert status.tolist() == [cp.num_codes, int(rounds)] and 1 <= int(rounds) <= cp.num_codes - 1
+    assert int(status) == int(rounds) * (cp.num_codes + 1) + cp.num_codes and 1 <= int(rounds) <= cp.num_codes - 1
+    assert int(t) == cp.num_codes
 
 
 def test_tree_index_is_built_on_the_device_of_its_model(tiny):

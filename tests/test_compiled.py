@@ -1,8 +1,8 @@
 """Compiled calls (the rounds of helpers.method.round compiled): the same codes as the eager decoders for the same uniforms.
 
-Every frame runs the pruned trees near its end (roots t = 12, 13 and the AR call at t = 14), so each check
-covers them. The modules run eagerly ("none") on both tiny shapes and every fused drafter, against the eager
-decoders at float64 (codes and calls); through torch.compile with the aot_eager backend (dynamo, functionalised
+Every frame runs its last rounds (roots t = 12, 13, 14) on the full tree with the nodes past c15 masked, so each
+check covers them. The gathered modules run eagerly (views=False) on both tiny shapes and every fused drafter,
+against the CPU's eager decoders (views) at float64 (codes and calls); through torch.compile with the aot_eager backend (dynamo, functionalised
 graph, no C++ build) at float64 and float32; one inductor case (the C++ build) on the AR loop.
 """
 
@@ -13,7 +13,7 @@ from conftest import SPECS, frame_inputs
 from drafting import TREES, random_drafters
 from helpers.adapter.tiny import build_tiny_talker
 from helpers.experiment.params import ParamsError, RunParams
-from helpers.method.decoding import CompiledAR, CompiledSpeculative, SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampler import SamplerConfig, frame_uniforms
 
@@ -36,33 +36,33 @@ def test_device_round_equals_eager_decoders(tiny, drafter_name, tree_name):
     spec, _, cp = tiny
     drafter = random_drafters(cp, seed=1)[drafter_name]
     g, c0, u = frames(spec, 40, seed=5)
-    ar = decode_frame_ar(cp, g, c0, SAMPLER, u).codes
-    eager = decode_all(SpeculativeDecoder(cp, drafter, TREES[tree_name], SAMPLER), g, c0, u)
-    ours = decode_all(CompiledSpeculative(cp, drafter, TREES[tree_name], SAMPLER, "none"), g, c0, u)
+    ar = Decoder(cp, SAMPLER).decode_frame(g, c0, u).codes
+    eager = decode_all(Decoder(cp, SAMPLER, drafter, TREES[tree_name]), g, c0, u)
+    ours = decode_all(Decoder(cp, SAMPLER, drafter, TREES[tree_name], views=False), g, c0, u)     # gathered rows
     for i, (e, r) in enumerate(zip(eager, ours)):
         assert torch.equal(r.codes[0], ar[i]), f"frame {i}: {r.codes[0].tolist()} != {ar[i].tolist()}"
         assert r.calls == e.calls and r.accepted == e.accepted, f"frame {i}: rounds differ from the eager decoder"
         assert sum(r.accepted) + r.calls == 15
     assert sum(r.calls for r in ours) < 15 * len(ours) or tree_name == "chain", "no draft ever accepted"
-    ar_mod = decode_all(CompiledAR(cp, SAMPLER, "none"), g, c0, u)
+    ar_mod = decode_all(Decoder(cp, SAMPLER, compile="none", rounds_per_graph=(14, 14)), g, c0, u)
     assert all(torch.equal(r.codes[0], ar[i]) and r.calls == 15 for i, r in enumerate(ar_mod))
 
 
 @pytest.mark.parametrize("dtype,drafter_name", [(torch.float64, "offsets"), (torch.float32, "offsets"),
                                                 (torch.float32, "offsets_prenorm")])
 def test_compiled_aot_eager_equals_eager(dtype, drafter_name):
-    """torch.compile (aot_eager): AR and speculative (N = 4, 3 pruned rounds + the AR call) == the eager path
+    """torch.compile (aot_eager): AR and speculative (N = 4, one full-tree round for every root) == the eager path
     in the same dtype; offsets after and before the final norm."""
     spec = SPECS["h96gqa"]
     cp = CodePredictor.from_talker(build_tiny_talker(spec, seed=1, dtype=dtype))
     drafter = random_drafters(cp, seed=2)[drafter_name]
     g, c0, u = frames(spec, 8, seed=7, dtype=dtype)
-    ar = decode_frame_ar(cp, g, c0, SAMPLER, u).codes
-    compiled_ar = CompiledAR(cp, SAMPLER, "inductor", torch_backend="aot_eager")          # the whole frame one graph
-    per_step = CompiledAR(cp, SAMPLER, "inductor", torch_backend="aot_eager", frame=False)
-    spec_dec = CompiledSpeculative(cp, drafter, TREES["sparse4"], SAMPLER, "inductor", torch_backend="aot_eager")
-    depth = TREES["sparse4"].max_depth                              # the full tree, pruned at D-1 .. 1, the AR call
-    assert len(set(map(id, spec_dec.calls.values()))) == depth + 1
+    ar = Decoder(cp, SAMPLER).decode_frame(g, c0, u).codes
+    compiled_ar = Decoder(cp, SAMPLER, compile="inductor", rounds_per_graph=(14, 14),
+                          torch_backend="aot_eager")                                     # the whole frame one graph
+    per_step = Decoder(cp, SAMPLER, compile="inductor", torch_backend="aot_eager")
+    spec_dec = Decoder(cp, SAMPLER, drafter, TREES["sparse4"], "inductor", torch_backend="aot_eager")
+    assert spec_dec.round.index.tree == TREES["sparse4"]          # the full tree at every root, masked past c15
     for name, decoder in (("AR", compiled_ar), ("AR per step", per_step), ("speculative", spec_dec)):
         out = decode_all(decoder, g, c0, u)
         for i, r in enumerate(out):
@@ -77,17 +77,17 @@ def test_compiled_inductor_ar_equals_eager():
     spec = SPECS["h64"]
     cp = CodePredictor.from_talker(build_tiny_talker(spec, seed=1, dtype=torch.float64))
     g, c0, u = frames(spec, 6, seed=11)
-    ar = decode_frame_ar(cp, g, c0, SAMPLER, u).codes
-    out = decode_all(CompiledAR(cp, SAMPLER, "inductor", frame=False), g, c0, u)
+    ar = Decoder(cp, SAMPLER).decode_frame(g, c0, u).codes
+    out = decode_all(Decoder(cp, SAMPLER, compile="inductor"), g, c0, u)
     assert all(torch.equal(r.codes[0], ar[i]) for i, r in enumerate(out))
 
 
 def test_compile_parameter_is_validated(tiny):
     _, _, cp = tiny
     with pytest.raises(ValueError, match="compile='jit' is not allowed; allowed: none, inductor, cuda_graph, inductor_graph"):
-        CompiledAR(cp, SAMPLER, "jit")
+        Decoder(cp, SAMPLER, compile="jit", rounds_per_graph=(14, 14))
     with pytest.raises(ValueError, match="needs a CUDA model"):
-        CompiledSpeculative(cp, random_drafters(cp)["offsets"], TREES["sparse4"], SAMPLER, "cuda_graph")
+        Decoder(cp, SAMPLER, random_drafters(cp)["offsets"], TREES["sparse4"], "cuda_graph")
     with pytest.raises(ParamsError, match="compile='fast' is not allowed; allowed: none, inductor, cuda_graph, inductor_graph"):
         RunParams(compile="fast")
     assert RunParams().compile == "none"

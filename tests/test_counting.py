@@ -5,14 +5,14 @@ import torch
 
 from conftest import frame_inputs
 from drafting import TREES, OracleDrafter
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method.sampler import SamplerConfig, frame_uniforms
 
 
 def test_ar_is_one_token_per_step(tiny):
     spec, _, cp = tiny
     g, c0 = frame_inputs(spec, 5, seed=0)
-    result = decode_frame_ar(cp, g, c0, SamplerConfig(), frame_uniforms(torch.Generator(), batch=5))
+    result = Decoder(cp, SamplerConfig()).decode_frame(g, c0, frame_uniforms(torch.Generator(), batch=5))
     assert result.calls == 15 and result.tokens_per_step == 1.0 and result.codes.shape == (5, 15)
 
 
@@ -21,10 +21,10 @@ def test_always_right_drafter_costs_five_calls(tiny, tree):
     spec, _, cp = tiny
     sampler = SamplerConfig()
     drafter = OracleDrafter(cp, rank=lambda t, j: 0)
-    decoder = SpeculativeDecoder(cp, drafter, TREES[tree], sampler)
+    decoder = Decoder(cp, sampler, drafter, TREES[tree])
     g, c0 = frame_inputs(spec, 20, seed=1)
     u = frame_uniforms(torch.Generator().manual_seed(1), batch=20)
-    ar = decode_frame_ar(cp, g, c0, sampler, u).codes
+    ar = Decoder(cp, sampler).decode_frame(g, c0, u).codes
     for i in range(20):
         drafter.codes = ar[i]
         result = decoder.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1])
@@ -37,10 +37,10 @@ def test_always_right_drafter_costs_five_calls(tiny, tree):
 def test_never_right_drafter_degrades_to_ar(tiny):
     spec, _, cp = tiny
     drafter = OracleDrafter(cp, rank=lambda t, j: None)
-    decoder = SpeculativeDecoder(cp, drafter, TREES["full2"], SamplerConfig(top_k=1))
+    decoder = Decoder(cp, SamplerConfig(top_k=1), drafter, TREES["full2"])
     g, c0 = frame_inputs(spec, 1, seed=2)
     u = frame_uniforms(torch.Generator(), batch=1)
-    drafter.codes = decode_frame_ar(cp, g, c0, SamplerConfig(top_k=1), u).codes[0]
+    drafter.codes = Decoder(cp, SamplerConfig(top_k=1)).decode_frame(g, c0, u).codes[0]
     result = decoder.decode_frame(g, c0, u)
     assert result.calls == 15 and result.accepted == [0] * 14
 
@@ -49,10 +49,10 @@ def _decode(tiny, rank, frames, seed):
     """Speculative FrameResults of `frames` frames with an oracle drafter that ranks the true code `rank(t, j)`."""
     spec, _, cp = tiny
     drafter = OracleDrafter(cp, rank=rank)
-    decoder = SpeculativeDecoder(cp, drafter, TREES["full2"], SamplerConfig())
+    decoder = Decoder(cp, SamplerConfig(), drafter, TREES["full2"])
     g, c0 = frame_inputs(spec, frames, seed=seed)
     u = frame_uniforms(torch.Generator().manual_seed(seed), batch=frames)
-    ar = decode_frame_ar(cp, g, c0, SamplerConfig(), u).codes
+    ar = Decoder(cp, SamplerConfig()).decode_frame(g, c0, u).codes
     results = []
     for i in range(frames):
         drafter.codes = ar[i]

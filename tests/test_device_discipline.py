@@ -17,7 +17,7 @@ from helpers.adapter.tiny import build_tiny_talker
 from helpers.method.calibration import acceptance_table, uncapped_table
 from helpers.method.ceiling import drafter_ceiling
 from helpers.method.diagnostics import diagnostics
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import make_drafter
 from helpers.method.stack import FusedCore
 from helpers.method.predictor import CodePredictor
@@ -60,12 +60,14 @@ def test_checker_refuses_cpu_tensors_meeting_the_model(talker):
     with device_check(talker) as dev:
         p = CodePredictor.from_talker(talker)
         cpu_u = frame_uniforms(torch.Generator().manual_seed(0), p.num_codes, batch=1)        # made on the CPU
-        with pytest.raises(error, match=pattern):
-            decode_frame_ar(p, g.to(dev), c0.to(dev), SAMPLER, cpu_u)
+        ar = Decoder(p, SAMPLER)
+        k, v, _, codes = ar.buffers(1)
+        with pytest.raises(error, match=pattern):                                           # the AR loop meets it
+            ar.frame(g.to(dev), c0.to(dev), k, v, cpu_u[0], codes)
         with pytest.raises(error, match=pattern):                                           # no device given
             p.c0_embedding.weight[:3] + torch.arange(p.c0_embedding.weight.shape[1])
         u = frame_uniforms(torch.Generator().manual_seed(0), p.num_codes, batch=1, device=dev)
-        assert decode_frame_ar(p, g.to(dev), c0.to(dev), SAMPLER, u).codes.device.type == DEVICE
+        assert ar.decode_frame(g.to(dev), c0.to(dev), u).codes.device.type == DEVICE
 
 
 # -- the method on plain tensors -------------------------------------------------------------------------
@@ -73,14 +75,14 @@ def test_frame_decoders_drafters_and_walkthrough(talker):
     g, c0 = _frames(2)
     ref_p = CodePredictor.from_talker(talker)
     u = frame_uniforms(torch.Generator().manual_seed(3), ref_p.num_codes, batch=2)
-    reference = decode_frame_ar(ref_p, g, c0, SAMPLER, u).codes
+    reference = Decoder(ref_p, SAMPLER).decode_frame(g, c0, u).codes
     with device_check(talker) as dev:
         p = CodePredictor.from_talker(talker)
         g, c0, u = g.to(dev), c0.to(dev), u.to(dev)
-        ar = decode_frame_ar(p, g, c0, SAMPLER, u).codes
+        ar = Decoder(p, SAMPLER).decode_frame(g, c0, u).codes
         assert ar.device.type == DEVICE and torch.equal(ar.cpu(), reference)
         for kind, drafter in random_drafters(p).items():        # fused drafts (offsets, Medusa, reused heads)
-            spec = SpeculativeDecoder(p, drafter, TREES["sparse4"], SAMPLER).decode_frame(g[1:], c0[1:], u[1:])
+            spec = Decoder(p, SAMPLER, drafter, TREES["sparse4"]).decode_frame(g[1:], c0[1:], u[1:])
             assert torch.equal(spec.codes.cpu(), reference[1:]), kind
         ar_rows, spec_rows = frame_walkthrough(p, g[:1], c0[:1])
         assert len(ar_rows) == p.num_codes and len(spec_rows) > 1
@@ -120,9 +122,8 @@ def test_backend_teacher_forcing_synthesis_and_replay(backend, short):
         assert g.device.type == DEVICE and torch.allclose(g.cpu(), g_cpu) and torch.equal(codes.cpu(), codes_cpu)
         sample = b.samples("evaluation")[0]
         ar = b.synthesize(sample, "ar", seed=0)
-        decoder = SpeculativeDecoder(b.predictor, make_drafter("offsets", b.predictor, 3), TREES["sparse4"],
-                                     SamplerConfig(**{k: b.talker_sampling[f"subtalker_{k}"]
-                                                      for k in ("top_k", "top_p", "temperature")}))
+        sampler = SamplerConfig(**{k: b.talker_sampling[f"subtalker_{k}"] for k in ("top_k", "top_p", "temperature")})
+        decoder = Decoder(b.predictor, sampler, make_drafter("offsets", b.predictor, 3), TREES["sparse4"])
         spec = b.synthesize(sample, decoder, seed=0)
         assert ar.codes.device.type == ar.g.device.type == DEVICE and 0 < ar.codes.shape[0] <= FRAMES
         assert torch.equal(ar.codes.cpu(), spec.codes.cpu())
@@ -185,8 +186,7 @@ def test_repeated_synthesis_keeps_one_weight_copy(backend, short):
     b = short(backend)
     sample = b.samples("evaluation")[0]
     sampler = SamplerConfig(**{k: b.talker_sampling[f"subtalker_{k}"] for k in ("top_k", "top_p", "temperature")})
-    decoder = SpeculativeDecoder(b.predictor, make_drafter("reused", b.predictor, 3), TREES["sparse4"], sampler,
-                                 core=b.core)
+    decoder = Decoder(b.predictor, sampler, make_drafter("reused", b.predictor, 3), TREES["sparse4"], core=b.core)
 
     def run(seeds):
         for seed in seeds:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from drafting import TREES, random_drafters
-from helpers.method.decoding import FrameSpeculative, SpeculativeDecoder, decode_frame_ar, first_rounds
+from helpers.method.decoding import Decoder, first_rounds
 from test_compiled import SAMPLER, decode_all, frames
 
 
@@ -22,9 +22,9 @@ def test_frame_equals_ar_and_eager_rounds(tiny, drafter_name, tree_name, first, 
     spec, _, cp = tiny
     drafter = random_drafters(cp, seed=1)[drafter_name]
     g, c0, u = frames(spec, 30, seed=5)
-    ar = decode_frame_ar(cp, g, c0, SAMPLER, u).codes
-    eager = decode_all(SpeculativeDecoder(cp, drafter, TREES[tree_name], SAMPLER), g, c0, u)
-    ours = decode_all(FrameSpeculative(cp, drafter, TREES[tree_name], SAMPLER, "none", first, then), g, c0, u)
+    ar = Decoder(cp, SAMPLER).decode_frame(g, c0, u).codes
+    eager = decode_all(Decoder(cp, SAMPLER, drafter, TREES[tree_name]), g, c0, u)
+    ours = decode_all(Decoder(cp, SAMPLER, drafter, TREES[tree_name], "none", rounds_per_graph=(first, then)), g, c0, u)
     for i, (e, r) in enumerate(zip(eager, ours)):
         assert torch.equal(r.codes[0], ar[i]), f"frame {i}: {r.codes[0].tolist()} != {ar[i].tolist()}"
         assert r.calls == e.calls, f"frame {i}: {r.calls} calls, the eager decoder {e.calls}"
@@ -44,9 +44,9 @@ def test_frame_compiled_equals_eager(dtype):
     cp = CodePredictor.from_talker(build_tiny_talker(spec, seed=1, dtype=dtype))
     drafter = random_drafters(cp, seed=2)["offsets"]
     g, c0, u = frames(spec, 8, seed=7, dtype=dtype)
-    ar = decode_frame_ar(cp, g, c0, SAMPLER, u).codes
-    dec = FrameSpeculative(cp, drafter, TREES["sparse4"], SAMPLER, "inductor", first=4, then=2,
-                           torch_backend="aot_eager")
+    ar = Decoder(cp, SAMPLER).decode_frame(g, c0, u).codes
+    dec = Decoder(cp, SAMPLER, drafter, TREES["sparse4"], "inductor", rounds_per_graph=(4, 2),
+                  torch_backend="aot_eager")
     out = decode_all(dec, g, c0, u)
     assert all(torch.equal(r.codes[0], ar[i]) for i, r in enumerate(out))
     assert dec.compile_seconds > 0 and sum(r.calls for r in out) < 15 * len(out)
@@ -56,9 +56,9 @@ def test_frame_arguments_are_checked(tiny):
     _, _, cp = tiny
     drafter = random_drafters(cp, seed=1)["offsets"]
     with pytest.raises(ValueError, match=r"first=0 rounds per graph; allowed: an integer in 1\.\.14"):
-        FrameSpeculative(cp, drafter, TREES["sparse4"], SAMPLER, "none", first=0)
+        Decoder(cp, SAMPLER, drafter, TREES["sparse4"], "none", rounds_per_graph=(0, 1))
     with pytest.raises(ValueError, match="needs a CUDA model"):
-        FrameSpeculative(cp, drafter, TREES["sparse4"], SAMPLER, "inductor_graph")
+        Decoder(cp, SAMPLER, drafter, TREES["sparse4"], "inductor_graph", rounds_per_graph=(6, 1))
     assert [first_rounds(x) for x in (1.0, 2.03, 2.47, 15.0)] == [14, 7, 6, 1]
     with pytest.raises(ValueError, match="at least 1"):
         first_rounds(0.5)

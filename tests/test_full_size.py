@@ -9,7 +9,7 @@ import torch
 from helpers.adapter.full_size import full_size, head_dim_map
 from helpers.adapter.tiny import QWEN3_TTS_0_6B
 from helpers.experiment.inner_loop_pack import load_pack
-from helpers.method.decoding import ARDecoder, SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import MedusaHeads, top_candidates
 from helpers.method.predictor import CodePredictor
 
@@ -92,14 +92,13 @@ def test_the_codes_equal_the_miniatures_on_every_frame(embedded, pack):
     frames = pack.g.shape[0] if name == "middle" else 4
     tree = pack.trees[pack.main][8]
     drafter = fs.drafter(pack.drafters[pack.main], big)
-    decoders = [(ARDecoder(p), SpeculativeDecoder(p, d, tree, pack.sampler))
+    decoders = [(Decoder(p, pack.sampler), Decoder(p, pack.sampler, d, tree))
                 for p, d in ((pack.predictor, pack.drafters[pack.main]), (big, drafter))]
     u = frame_uniforms(torch.Generator().manual_seed(2), 15, batch=frames)
     for j in range(frames):
         g = pack.g[j:j + 1]
         (ar_s, spec_s), (ar_b, spec_b) = [
-            (ar.decode_frame(x, pack.c0[j:j + 1], pack.sampler, u[j:j + 1]), spec.decode_frame(x, pack.c0[j:j + 1],
-                                                                                               u[j:j + 1]))
+            (ar.decode_frame(x, pack.c0[j:j + 1], u[j:j + 1]), spec.decode_frame(x, pack.c0[j:j + 1], u[j:j + 1]))
             for (ar, spec), x in zip(decoders, (g, fs.lift(g)))]
         assert torch.equal(ar_b.codes, ar_s.codes) and torch.equal(spec_b.codes, spec_s.codes), j
         assert torch.equal(spec_b.codes, ar_b.codes) and spec_b.calls == spec_s.calls, j

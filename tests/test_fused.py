@@ -15,7 +15,7 @@ import oracle
 from conftest import frame_inputs
 from drafting import TABLE, random_drafters
 from helpers.method.calibration import greedy_tree
-from helpers.method.decoding import ARDecoder
+from helpers.method.decoding import Decoder
 from helpers.method.export_step import DraftingStep
 from helpers.method.stack import FusedCore, KVCache, causal_mask
 from helpers.method.views import ViewStep
@@ -107,7 +107,7 @@ def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned
 
 def test_ar_call_and_prefill_equal_step_by_step(tiny):
     spec, _, cp = tiny
-    step = ARDecoder(cp).step
+    step = Decoder(cp, SamplerConfig()).step
     assert step.q == 1 and step.outputs == ("logits", "k_new", "v_new")
     g, c0 = frame_inputs(spec, 3, seed=4)
     cache = cp.new_cache(3)

@@ -11,7 +11,7 @@ import torch
 from drafting import TREES, random_drafters
 from helpers.experiment.inner_loop_pack import load_pack
 from helpers.measure.kernel_counts import format_kernel_counts, kernel_counts
-from helpers.method.decoding import FrameSpeculative, SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method.sampler import frame_uniforms
 from helpers.report.nb06_latency import (gpu_frame_rows, gpu_round_rows, gpu_sentence, gpu_summary,
                                          load_gpu_reference)
@@ -34,9 +34,9 @@ def test_the_shipped_pack_decodes_exactly():
     tree = pack.trees[pack.main][32]
     g, c0 = pack.g[:6], pack.c0[:6]
     u = frame_uniforms(torch.Generator().manual_seed(0), p.num_codes, batch=6)
-    ar = decode_frame_ar(p, g, c0, pack.sampler, u).codes
+    ar = Decoder(p, pack.sampler).decode_frame(g, c0, u).codes
     calls = 0
-    for dec in (FrameSpeculative(p, d, tree, pack.sampler, "none", first=4), SpeculativeDecoder(p, d, tree, pack.sampler)):
+    for dec in (Decoder(p, pack.sampler, d, tree, "none", rounds_per_graph=(4, 1)), Decoder(p, pack.sampler, d, tree)):
         for i in range(6):
             r = dec.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1])
             assert torch.equal(r.codes[0], ar[i])

@@ -6,7 +6,7 @@ import torch
 
 from drafting import TREES, random_drafters
 from helpers.method.predictor import CodePredictor
-from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.adapter.inner_loop import InnerLoop
 from helpers.method.replay import Replay, replay_calls, walk_calls, walk_many
 from helpers.adapter.synthesis import Synthesis
@@ -53,7 +53,7 @@ def test_teacher_forcing_reproduces_generate(model, non_streaming):
 @pytest.mark.parametrize("tree", ["chain", "sparse16"])
 def test_speculative_inner_loop_equals_ar_over_utterances(model, tree):
     predictor = CodePredictor.from_talker(model.talker)
-    decoder = SpeculativeDecoder(predictor, random_drafters(predictor)["offsets"], TREES[tree], SamplerConfig())
+    decoder = Decoder(predictor, SamplerConfig(), random_drafters(predictor)["offsets"], TREES[tree])
     frames = calls = 0
     for seed in range(3):
         ar_codes, _, ar_loop = synthesize(model, "ar", seed)
@@ -82,13 +82,13 @@ def test_clear_errors(model):
         VOCAB.chat_ids([])
     with pytest.raises(ValueError, match="outside the miniature's text vocabulary"):
         VOCAB.chat_ids(list("xyz"))
-    with pytest.raises(ValueError, match="'ar' or a SpeculativeDecoder"):
+    with pytest.raises(ValueError, match="'ar' or a Decoder"):
         InnerLoop(model.talker, "greedy")
 
 
 def test_replay_reproduces_the_calls_of_a_full_synthesis(model):
     predictor = CodePredictor.from_talker(model.talker)
-    decoder = SpeculativeDecoder(predictor, random_drafters(predictor)["offsets"], TREES["sparse16"], SamplerConfig())
+    decoder = Decoder(predictor, SamplerConfig(), random_drafters(predictor)["offsets"], TREES["sparse16"])
     runs, calls = [], []
     for seed in (4, 5):
         codes, hidden, loop = synthesize(model, decoder, seed=seed)
@@ -118,7 +118,7 @@ def test_the_walk_over_recorded_codes_gives_the_decoders_calls(model, kind, tree
     """Exact inner loop: walking the decoder's plans over the recorded codes (no decoding) gives the calls of the
     decoder itself, frame for frame, for every drafter and tree (the evaluation stage's replay rests on it)."""
     predictor = CodePredictor.from_talker(model.talker)
-    decoder = SpeculativeDecoder(predictor, random_drafters(predictor)[kind], TREES[tree], SamplerConfig())
+    decoder = Decoder(predictor, SamplerConfig(), random_drafters(predictor)[kind], TREES[tree])
     runs = []
     for seed in (6, 7):
         codes, hidden, _ = synthesize(model, "ar", seed=seed, frames=12)

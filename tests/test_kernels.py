@@ -7,7 +7,7 @@ import torch
 
 from drafting import TREES
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
-from helpers.method.decoding import CompiledAR, SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import make_drafter, top_candidates
 from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.views import ViewStep
@@ -82,7 +82,7 @@ def test_a_kernel_refuses_what_it_cannot_run():
     packed = predictor.with_kernel("w8a8")
     assert packed.official is predictor.official and predictor.kernel == "dense"      # shared modules, not copied
     with pytest.raises(ValueError, match="compiled decoders take a predictor with kernel 'dense'"):
-        CompiledAR(packed, SamplerConfig())
+        Decoder(packed, SamplerConfig(), compile="inductor", rounds_per_graph=(14, 14))
     step = FusedStep(FusedCore(packed), None)
     with pytest.raises(ValueError, match="kernel 'w8a8' runs in the CPU's eager call"):
         torch.jit.trace(step, step.example_inputs(1))                 # the gathered call (tracing, export, graphs)
@@ -142,12 +142,12 @@ def test_w8a8_speculation_returns_its_ar_codes():
     rounding turns that into another code (none of these 200 here; the per-call kernel it replaced gave 153 of 200)."""
     predictor = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=torch.float32)).with_kernel("w8a8")
     sampler = SamplerConfig(temperature=0.9)
-    decoder = SpeculativeDecoder(predictor, make_drafter("reused", predictor, 3), TREES["sparse16"], sampler)
+    decoder = Decoder(predictor, sampler, make_drafter("reused", predictor, 3), TREES["sparse16"])
     g, c0 = random_frame_inputs(SPEC.talker_hidden_size, SPEC.talker_vocab_size, 200,
                                 torch.Generator().manual_seed(6), torch.float32)
     u = frame_uniforms(torch.Generator().manual_seed(7), batch=200)
     same = sum(torch.equal(decoder.decode_frame(g[j:j + 1], c0[j:j + 1], u[j:j + 1]).codes,
-                           decode_frame_ar(predictor, g[j:j + 1], c0[j:j + 1], sampler, u[j:j + 1]).codes)
+                           Decoder(predictor, sampler).decode_frame(g[j:j + 1], c0[j:j + 1], u[j:j + 1]).codes)
                for j in range(200))
     assert same >= 196, same
 
@@ -166,12 +166,12 @@ def test_a_kernels_speculative_codes_are_samples_of_its_ar_codes(kernel):
     dtype = DTYPE[kernel]
     predictor = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=dtype)).with_kernel(kernel)
     sampler = SamplerConfig(temperature=0.9)
-    decoder = SpeculativeDecoder(predictor, make_drafter("reused", predictor, 3), TREES["sparse16"], sampler)
+    decoder = Decoder(predictor, sampler, make_drafter("reused", predictor, 3), TREES["sparse16"])
     n = 1500
-    ar = _codes(lambda g, c0, u: decode_frame_ar(predictor, g.to(dtype), c0, sampler, u).codes, n, seed=1)
+    ar = _codes(lambda g, c0, u: Decoder(predictor, sampler).decode_frame(g.to(dtype), c0, u).codes, n, seed=1)
     spec = _codes(lambda g, c0, u: decoder.decode_frame(g.to(dtype), c0, u).codes, n, seed=2)
-    hotter = _codes(lambda g, c0, u: decode_frame_ar(predictor, g.to(dtype), c0, SamplerConfig(temperature=1.2),
-                                                     u).codes, n, seed=3)
+    hot = Decoder(predictor, SamplerConfig(temperature=1.2))
+    hotter = _codes(lambda g, c0, u: hot.decode_frame(g.to(dtype), c0, u).codes, n, seed=3)
     same = code_parity(ar, spec)
     assert not same.rejected, same.p_values
     control = code_parity(ar, hotter)

@@ -11,7 +11,7 @@ from drafting import TABLE
 from helpers.artifacts import save_json
 from helpers.method.calibration import greedy_tree
 from helpers.method.predictor import CodePredictor
-from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import PositionOffsets
 from helpers.measure.latency import call_sweep, format_table, latency_metrics, latency_table
 from helpers.method.sampler import SamplerConfig, frame_uniforms
@@ -60,7 +60,7 @@ def test_latency_metrics_structure_and_consistency(setup, tmp_path):
         assert math.isclose(r["measured_speedup"], ar["frame_ms"] / r["frame_ms"])
         assert math.isclose(r["measured_over_tps"], r["measured_speedup"] / r["tokens_per_step"])
         # tokens/step is that of these very frames and uniforms
-        dec = SpeculativeDecoder(cp, drafter, trees[n], sampler)
+        dec = Decoder(cp, sampler, drafter, trees[n])
         calls = sum(dec.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]).calls for i in range(3))
         assert math.isclose(r["tokens_per_step"], 15 * 3 / calls)
     assert m["best_n"] == max(m["by_n"], key=lambda n: m["by_n"][n]["measured_speedup"])

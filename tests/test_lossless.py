@@ -13,7 +13,7 @@ import torch
 
 from conftest import frame_inputs
 from drafting import TREES, OracleDrafter, random_drafters
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method.sampler import SamplerConfig, frame_uniforms
 
 FRAMES = 300
@@ -31,10 +31,10 @@ def test_speculative_equals_ar_sample_for_sample(tiny, case):
         drafter = OracleDrafter(cp, rank=lambda t, j: rnd.choice([0, 0, 0, 1, 2, None]), seed=case)
     else:
         drafter = random_drafters(cp, seed=case)[drafter_name]
-    decoder = SpeculativeDecoder(cp, drafter, TREES[tree_name], sampler)
+    decoder = Decoder(cp, sampler, drafter, TREES[tree_name])
     g, c0 = frame_inputs(spec, FRAMES, seed=100 + case)
     u = frame_uniforms(torch.Generator().manual_seed(case), batch=FRAMES)
-    ar = decode_frame_ar(cp, g, c0, sampler, u).codes                    # batched: the same per row
+    ar = Decoder(cp, sampler).decode_frame(g, c0, u).codes                    # batched: the same per row
     calls = 0
     for i in range(FRAMES):
         drafter.codes = ar[i]
@@ -50,7 +50,7 @@ def test_batched_ar_equals_one_frame_at_a_time(tiny):
     spec, _, cp = tiny
     g, c0 = frame_inputs(spec, 20, seed=9)
     u = frame_uniforms(torch.Generator().manual_seed(9), batch=20)
-    batched = decode_frame_ar(cp, g, c0, SamplerConfig(), u).codes
-    single = torch.cat([decode_frame_ar(cp, g[i:i + 1], c0[i:i + 1], SamplerConfig(), u[i:i + 1]).codes
+    batched = Decoder(cp, SamplerConfig()).decode_frame(g, c0, u).codes
+    single = torch.cat([Decoder(cp, SamplerConfig()).decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]).codes
                         for i in range(20)])
     assert torch.equal(batched, single)

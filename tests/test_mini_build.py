@@ -9,7 +9,7 @@ import torch
 
 from helpers.method.predictor import CodePredictor
 from helpers.method.calibration import greedy_tree
-from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import ReusedHeads
 from helpers.backends.mini.build import SMOKE, MiniBuildConfig, build_mini
 from helpers.backends.mini.codec import CodecConfig, fit_codec
@@ -170,7 +170,7 @@ def test_speculative_equals_ar_over_whole_utterances(built):
     mini, _, _ = built
     model = mini.model.double()
     predictor = CodePredictor.from_talker(model.talker)
-    decoder = SpeculativeDecoder(predictor, ReusedHeads(predictor), greedy_tree(TABLE, 16), SamplerConfig())
+    decoder = Decoder(predictor, SamplerConfig(), ReusedHeads(predictor), greedy_tree(TABLE, 16))
     backend = MiniBackend(mini, ["en", "de", "es", "ru", "ja", "zh"])
     samples = backend.samples("evaluation")[:4]
     ar = [backend.synthesize(s, "ar", seed=7) for s in samples]

@@ -8,7 +8,7 @@ from conftest import SPECS, frame_inputs
 from helpers.adapter.tiny import build_tiny_talker
 from helpers.measure.latency import latency_metrics
 from helpers.method.calibration import REFERENCE_TABLE, greedy_tree
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import PositionOffsets, ReusedHeads
 from helpers.method.predictor import CodePredictor
 from helpers.method.rounds import round_records
@@ -33,11 +33,12 @@ def run():
 def test_round_records_are_the_rounds_that_ran(run, kind):
     talker, predictor, g, c0, u = run
     drafter = (PositionOffsets if kind == "offsets" else ReusedHeads)(predictor, 3)
-    dec = SpeculativeDecoder(predictor, drafter, greedy_tree(REFERENCE_TABLE, 8), SamplerConfig())
+    dec = Decoder(predictor, SamplerConfig(), drafter, greedy_tree(REFERENCE_TABLE, 8))
     for j in range(FRAMES):
         res = dec.decode_frame(g[j:j + 1], c0[j:j + 1], u[j:j + 1])
         codes = res.codes[0].tolist()
-        assert codes == decode_frame_ar(predictor, g[j:j + 1], c0[j:j + 1], SamplerConfig(), u[j:j + 1]).codes[0].tolist()
+        assert codes == Decoder(predictor, SamplerConfig()).decode_frame(g[j:j + 1], c0[j:j + 1],
+                                                                         u[j:j + 1]).codes[0].tolist()
         recs = round_records(dec, res)
         assert [r.accepted for r in recs] == res.accepted[:len(recs)] and len(recs) >= 1
         for r in recs:
@@ -46,7 +47,7 @@ def test_round_records_are_the_rounds_that_ran(run, kind):
             assert r.positions == [r.t + 1 + d for d in r.depth] and r.cache_length == r.t + 1
             assert tuple(r.visible.shape) == (q, predictor.slots + q)
             assert r.visible[:, :r.cache_length].all() and not r.visible[:, r.cache_length:predictor.slots].any()
-            tree_mask = dec.rounds[r.t].index.tree.mask.to(r.visible.device)
+            tree_mask = dec.index(r.t).tree.mask.to(r.visible.device)
             assert torch.equal(r.visible[:, predictor.slots:], tree_mask)
             path = r.accepted_path
             assert path[0] == 0 and [r.depth[i] for i in path] == list(range(len(path)))
@@ -60,7 +61,7 @@ def test_round_records_are_the_rounds_that_ran(run, kind):
 
 def test_round_records_refuse_codes_the_walk_cannot_commit(run):
     talker, predictor, g, c0, u = run
-    dec = SpeculativeDecoder(predictor, PositionOffsets(predictor, 3), greedy_tree(REFERENCE_TABLE, 8), SamplerConfig())
+    dec = Decoder(predictor, SamplerConfig(), PositionOffsets(predictor, 3), greedy_tree(REFERENCE_TABLE, 8))
     res = dec.decode_frame(g[:1], c0[:1], u[:1])
     res.accepted = [a + 1 for a in res.accepted]            # claims more accepted drafts than the tree carried
     with pytest.raises(AssertionError, match="the walk over the recorded codes"):
@@ -81,7 +82,7 @@ def test_loop_calls_reproduce_the_papers_arithmetic():
 
 def test_figures_1_to_3_build_from_a_real_round(run):
     talker, predictor, g, c0, u = run
-    dec = SpeculativeDecoder(predictor, PositionOffsets(predictor, 3), greedy_tree(REFERENCE_TABLE, 8), SamplerConfig())
+    dec = Decoder(predictor, SamplerConfig(), PositionOffsets(predictor, 3), greedy_tree(REFERENCE_TABLE, 8))
     res = dec.decode_frame(g[:1], c0[:1], u[:1])
     rec = round_records(dec, res)[0]
     fig1 = pf.nested_loops(pf.loop_calls(12.5, 15, res.tokens_per_step), "this run", pf.loop_calls(12.5, 15, 2.47))
@@ -124,7 +125,7 @@ def test_figure4_builds_from_a_real_latency_run_with_the_papers_devices(run):
 
 def test_example_round_is_the_first_with_accepted_drafts(run):
     talker, predictor, g, c0, u = run
-    dec = SpeculativeDecoder(predictor, PositionOffsets(predictor, 3), greedy_tree(REFERENCE_TABLE, 8), SamplerConfig())
+    dec = Decoder(predictor, SamplerConfig(), PositionOffsets(predictor, 3), greedy_tree(REFERENCE_TABLE, 8))
     f, i, rec, res = pf.example_round(dec, g, c0, u)
     assert rec.accepted >= 1 and round_records(dec, res)[i].accepted == rec.accepted
     for earlier in range(f):                                      # no earlier frame had an accepted draft
@@ -139,8 +140,8 @@ def test_frames_tokens_per_step_counts_the_decoders_calls(run):
     talker, predictor, g, c0, u = run
     oracle = OracleDrafter(predictor, 3)                       # always drafts the true code at rank 0
     u0 = frame_uniforms(torch.Generator().manual_seed(5), predictor.num_codes, batch=1)
-    oracle.codes = decode_frame_ar(predictor, g[:1], c0[:1], SamplerConfig(), u0).codes[0]
-    dec = SpeculativeDecoder(predictor, oracle, SparseTree.chain(3), SamplerConfig())
+    oracle.codes = Decoder(predictor, SamplerConfig()).decode_frame(g[:1], c0[:1], u0).codes[0]
+    dec = Decoder(predictor, SamplerConfig(), oracle, SparseTree.chain(3))
     assert pf.frames_tokens_per_step(dec, g[:1], c0[:1], seed=5) == 3.0   # prefill + 4 rounds: c1 | 4 | 4 | 4 | 2
 
 

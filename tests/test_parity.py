@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
-from helpers.method.decoding import decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method.parity import code_parity, compare_frames, run_parity
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampler import SamplerConfig, frame_uniforms
@@ -34,7 +34,8 @@ def _codes(predictor, sampler, seed, n=3000):
     g, c0 = random_frame_inputs(SPEC.talker_hidden_size, SPEC.talker_vocab_size, 1, torch.Generator().manual_seed(0),
                                 torch.float64)                       # one frame n times: its own distribution
     g, c0 = g.expand(n, -1), c0.expand(n)
-    return torch.cat((c0[:, None], decode_frame_ar(predictor, g, c0, sampler, frame_uniforms(gen, batch=n)).codes), 1)
+    ar = Decoder(predictor, sampler)
+    return torch.cat((c0[:, None], ar.decode_frame(g, c0, frame_uniforms(gen, batch=n)).codes), 1)
 
 
 def test_parity_holds_for_one_distribution_and_rejects_another_temperature():

@@ -12,7 +12,7 @@ from conftest import SPECS, frame_inputs
 from drafting import TABLE
 from helpers.method.calibration import greedy_tree
 from helpers.method.predictor import CodePredictor
-from helpers.method.decoding import ARDecoder, SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import PositionOffsets
 from helpers.measure.profile import format_profile, round_profile
 from helpers.measure.phases import AR_PHASES, ROUND_PHASES, PhaseClock, clocked, eager_modules
@@ -51,12 +51,12 @@ def test_decoders_mark_every_phase_once_per_step_and_change_nothing(setup, ticki
     sampler = SamplerConfig()
     u = frame_uniforms(torch.Generator().manual_seed(3), batch=1)
     clock = PhaseClock()
-    ar_decoder = ARDecoder(cp)
-    with clocked(clock, *eager_modules(ar_decoder, sampler)):
-        ar = ar_decoder.decode_frame(g[:1], c0[:1], sampler, u)
+    ar_decoder = Decoder(cp, sampler)
+    with clocked(clock, *eager_modules(ar_decoder)):
+        ar = ar_decoder.decode_frame(g[:1], c0[:1], u)
     assert clock.seconds == {"prefill": 1.0, **{p: 14.0 for p in AR_PHASES}}
-    assert torch.equal(ar.codes, decode_frame_ar(cp, g[:1], c0[:1], sampler, u).codes)
-    dec = SpeculativeDecoder(cp, drafter, trees[8], sampler)
+    assert torch.equal(ar.codes, Decoder(cp, sampler).decode_frame(g[:1], c0[:1], u).codes)
+    dec = Decoder(cp, sampler, drafter, trees[8])
     clock.start()
     with clocked(clock, *eager_modules(dec)):
         spec = dec.decode_frame(g[:1], c0[:1], u)
@@ -78,7 +78,7 @@ def test_round_profile_structure(setup):
     assert all(ar[p] >= 0 for p in AR_PHASES)
     sampler = SamplerConfig()
     for n, r in prof["trees"].items():
-        calls = [SpeculativeDecoder(cp, drafter, trees[n], sampler).decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]).calls
+        calls = [Decoder(cp, sampler, drafter, trees[n]).decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]).calls
                  for i in range(g.shape[0])]
         assert math.isclose(r["rounds"], sum(calls) / len(calls) - 1)
         for p in ROUND_PHASES + ("per_call_ms",):

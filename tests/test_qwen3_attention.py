@@ -24,7 +24,7 @@ from torch import nn
 from drafting import TREES, random_drafters
 from helpers.adapter.synthesis import synthesize
 from helpers.adapter.talker_inputs import Utterance, batch_inputs, talker_states
-from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampler import SamplerConfig
 from qwen3_tiny import WIDE_HEAD_DIM, build_tiny_tts
@@ -169,7 +169,7 @@ def test_the_inner_loop_is_exact_on_wide_heads(runs):
     tts, utterances, ar_runs, sampling = runs("wide", "sdpa", torch.float64)
     predictor = CodePredictor.from_talker(tts.model.talker)
     assert (predictor.num_heads, predictor.head_dim, predictor.hidden_size) == (4, WIDE_HEAD_DIM, 32)
-    decoder = SpeculativeDecoder(predictor, random_drafters(predictor)["offsets"], TREES["sparse16"], SAMPLER)
+    decoder = Decoder(predictor, SAMPLER, random_drafters(predictor)["offsets"], TREES["sparse16"])
     frames = calls = 0
     for seed, (u, ar) in enumerate(zip(utterances, ar_runs)):
         spec = synthesize(tts.model, u.input_ids, "english", "ryan", decoder, seed=seed, max_frames=FRAMES[seed],

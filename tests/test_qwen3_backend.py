@@ -12,7 +12,7 @@ import torch
 from qwen_tts.core.models import Qwen3TTSForConditionalGeneration
 
 from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree
-from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import PositionOffsets, ReusedHeads
 from helpers.experiment.params import ParamsError
 from helpers.backends.qwen3.backend import Qwen3Backend
@@ -81,7 +81,7 @@ def test_offsets_train_and_calibrate_a_tree(backend, trained):
 
 def test_speculative_synthesis_gives_audio_and_transcripts(backend, trained, qwen3_params):
     P = qwen3_params
-    decoder = SpeculativeDecoder(backend.predictor, trained[0], trained[3], SamplerConfig(P.top_k, P.top_p, P.temperature))
+    decoder = Decoder(backend.predictor, SamplerConfig(P.top_k, P.top_p, P.temperature), trained[0], trained[3])
     for sample in backend.samples("evaluation"):
         ar, spec = backend.synthesize(sample, "ar", seed=3), backend.synthesize(sample, decoder, seed=3)
         assert torch.equal(ar.codes, spec.codes) and len(spec.calls) >= 2

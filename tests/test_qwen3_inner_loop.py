@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from drafting import TREES, random_drafters
-from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.adapter.inner_loop import InnerLoop
 from helpers.method.sampler import SamplerConfig
 from helpers.method.parity import two_sample_p
@@ -14,8 +14,8 @@ from helpers.method.parity import two_sample_p
 
 def test_speculative_generate_custom_voice_equals_ar(backend, qwen3_params):
     tts, P = backend.tts, qwen3_params
-    decoder = SpeculativeDecoder(backend.predictor, random_drafters(backend.predictor)["offsets"], TREES["sparse16"],
-                                 SamplerConfig(P.top_k, P.top_p, P.temperature))
+    decoder = Decoder(backend.predictor, SamplerConfig(P.top_k, P.top_p, P.temperature),
+                      random_drafters(backend.predictor)["offsets"], TREES["sparse16"])
     for seed, text in enumerate(["the cat sat on the mat", "a red sun"]):
         out = {}
         for name, inner in (("ar", "ar"), ("spec", decoder)):

@@ -12,7 +12,7 @@ import yaml
 
 from drafting import TREES, random_drafters
 from helpers.artifacts import load_json, load_tensors
-from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.backends.text import TextNormalizer, error_rate
 from helpers.experiment.quality import STREAM_STRIDE
 from helpers.experiment.shards import error_rates, evaluate_shard, extract_shard, launcher_shard, main, merge_shards, shard_of
@@ -64,8 +64,8 @@ def test_evaluation_shards_merge_to_the_single_process_rows(backend, tmp_path, q
     """Two shards merge to one process's rows. Independent streams (the paper's comparison): each system its own
     synthesis seeds; the same streams (independent=False): lossless decoding gives the AR codes, so the same audio."""
     P = qwen3_params
-    decoder = SpeculativeDecoder(backend.predictor, random_drafters(backend.predictor)["offsets"], TREES["sparse16"],
-                                 SamplerConfig(P.top_k, P.top_p, P.temperature))
+    decoder = Decoder(backend.predictor, SamplerConfig(P.top_k, P.top_p, P.temperature),
+                      random_drafters(backend.predictor)["offsets"], TREES["sparse16"])
     systems, seeds = {"ar": "ar", "offsets": decoder}, [5]
     for i in range(2):
         evaluate_shard(backend, systems, seeds, tmp_path, i, 2, independent=independent)

@@ -7,7 +7,7 @@ constructors, the choice of module per root position t, the tree's tables `TreeI
 call and the stack, the drafter, the sampler and the walk. The tracer records them (`sys.settrace`: each function
 whose code lies under `helpers/`, nested comprehensions inside their function counted once; the frame's argument
 check, `CodePredictor.check_codes`, is input validation, not the method, and left out), on the device path: the
-gathered `FusedStep` (`views=False`), as a GPU runs the eager round, and `FrameSpeculative`'s modules, the ones a
+gathered `FusedStep` (`views=False`), as a GPU runs the eager round, and the k-rounds-per-graph modules, the ones a
 CUDA graph captures and replays, run eagerly under the capture guard (`helpers.method.capture.DeviceOps`, strict:
 the guard itself is not counted). No GPU here: what a GPU adds to them, `CapturedGraph` (capture and replay) and
 the compiler's booking of its time, is counted from its source. The predictor's own stack (`FusedCore`, the weights'
@@ -27,7 +27,7 @@ from drafting import TREES, random_drafters
 from helpers.adapter.tiny import build_tiny_talker
 from helpers.method.capture import DeviceOps
 from helpers.method.compiler import CallCompiler, CapturedGraph
-from helpers.method.decoding import ARDecoder, FrameSpeculative, SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampler import SamplerConfig, frame_uniforms
 
@@ -39,10 +39,13 @@ GUARD = str(HELPERS / "method" / "capture.py")         # the capture guard the c
 # drafters 32, round 128 with the sampler, the tree's tables and the replay, stack 159). After it, per frame: 7 files,
 # 327 lines (compiler 8, decoding 47, drafters 38, round 71, sampler 20, stack 126, tree 17); with construction and
 # capture: 8 files, 596 lines (compiler 60, decoding 138, drafters 38, predictor 16, round 111, sampler 20, stack 166,
-# tree 47). With one call path over the weights (one RMSNorm, one mask builder, one prefill, one cache): per frame
-# 322 lines (stack 121), built 596. The goal: at most 5 files and 600 lines, construction included.
-PER_FRAME_FILES, PER_FRAME_LINES = 7, 322
-BUILT_FILES, BUILT_LINES = 8, 596
+# tree 47). With one call path over the weights and one decoder (`Decoder`: one full-tree round for every root,
+# weights laid out at construction), per frame: 7 files, 297 lines (compiler 8, decoding 54, drafters 38, round 59,
+# sampler 20, stack 101, tree 17); with construction and capture: 8 files, 554 lines (compiler 60, decoding 128,
+# drafters 38, predictor 13, round 91, sampler 20, stack 168, tree 36). The goal: at most 5 files and 600 lines,
+# construction included; the files are the concepts a round is made of (sampler, tree, compiler apart).
+PER_FRAME_FILES, PER_FRAME_LINES = 7, 297
+BUILT_FILES, BUILT_LINES = 8, 554
 
 
 def traced(*runs) -> set:
@@ -99,8 +102,8 @@ def frame():
 def decoders(frame, sampler=SamplerConfig(), tree=TREES["sparse16"]):
     """The eager and the captured decoder of one tree (the sampler and the tree: their inputs, built before)."""
     cp, drafter, *_ = frame
-    return (SpeculativeDecoder(cp, drafter, tree, sampler, views=False),
-            FrameSpeculative(cp, drafter, tree, sampler, "none", first=3, then=1))
+    return (Decoder(cp, sampler, drafter, tree, views=False),
+            Decoder(cp, sampler, drafter, tree, "none", rounds_per_graph=(3, 1)))
 
 
 def frames(frame, eager, captured):
@@ -109,8 +112,7 @@ def frames(frame, eager, captured):
     _, _, g, c0, u = frame
 
     def guarded():
-        s = captured.state
-        buffers = (captured.query, captured.t, captured.rounds, s.k, s.v, s.u, s.codes)
+        buffers = captured.status + captured.buffers(1)               # query, t, rounds, k, v, u, codes
         with torch.no_grad(), DeviceOps(strict=True):
             captured.open(g, c0, *buffers)
             captured.more(*buffers)
@@ -147,12 +149,12 @@ def test_one_round_with_its_construction_and_capture(frame):
 def test_the_cpu_call_and_the_ar_loop_add_little(frame):
     """The CPU's eager call adds its own module (views at a host int), and the AR loop reads in the same files."""
     cp, drafter, g, c0, u = frame
-    cpu_decoder = SpeculativeDecoder(cp, drafter, TREES["sparse16"], SamplerConfig(), views=True)
+    cpu_decoder = Decoder(cp, SamplerConfig(), drafter, TREES["sparse16"], views=True)
     cpu_decoder.decode_frame(g, c0, u)
     cpu = line_count(traced(lambda: cpu_decoder.decode_frame(g, c0, u)))
     assert "helpers/method/views.py" in cpu and cpu["helpers/method/views.py"] < 30
-    ar_decoder, sampler = ARDecoder(cp, views=False), SamplerConfig()
-    ar_decoder.decode_frame(g, c0, sampler, u)
-    ar = line_count(traced(lambda: ar_decoder.decode_frame(g, c0, sampler, u)))
+    ar_decoder = Decoder(cp, SamplerConfig(), views=False)
+    ar_decoder.decode_frame(g, c0, u)
+    ar = line_count(traced(lambda: ar_decoder.decode_frame(g, c0, u)))
     assert set(ar) <= {"helpers/method/decoding.py", "helpers/method/round.py", "helpers/method/stack.py",
                        "helpers/method/sampler.py"}, ar

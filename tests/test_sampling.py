@@ -7,7 +7,7 @@ from transformers.generation.logits_process import (LogitsProcessorList, Tempera
 
 from conftest import SPECS, frame_inputs
 from helpers.method.predictor import CodePredictor
-from helpers.method.decoding import decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method.sampler import SamplerConfig, frame_uniforms, sample, target_probs
 from helpers.adapter.tiny import build_tiny_talker
 from helpers.method.parity import two_sample_p
@@ -63,7 +63,7 @@ def test_ar_sampler_matches_official_generate_in_distribution():
 
     def ours(sampler, seed):
         u = frame_uniforms(torch.Generator().manual_seed(seed), batch=n)
-        return decode_frame_ar(cp, g, c0, sampler, u).codes.numpy()
+        return Decoder(cp, sampler).decode_frame(g, c0, u).codes.numpy()
 
     same, wrong = ours(cfg, 1), ours(SamplerConfig(top_k=5, temperature=1.3), 2)
     for cols in ([0], [1], [0, 1]):

@@ -6,7 +6,7 @@ import torch
 
 from helpers.method.calibration import acceptance_table, greedy_tree
 from helpers.method.predictor import CodePredictor
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import MedusaHeads, PositionOffsets, PreNormOffsets, ReusedHeads
 from helpers.method.sampler import SamplerConfig, frame_uniforms, target_probs
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
@@ -25,7 +25,7 @@ def data():
     n = 3300
     g, c0 = random_frame_inputs(SPEC.talker_hidden_size, SPEC.talker_vocab_size, n, gen, torch.float32)
     u = frame_uniforms(gen, batch=n)
-    codes = torch.cat((c0[:, None], decode_frame_ar(cp, g, c0, SamplerConfig(), u).codes), dim=1)
+    codes = torch.cat((c0[:, None], Decoder(cp, SamplerConfig()).decode_frame(g, c0, u).codes), dim=1)
     return cp, g, c0, u, codes, cp.teacher_forced_hidden(g, codes)
 
 
@@ -43,7 +43,7 @@ def test_trained_offsets_lower_draft_loss_and_raise_tokens_per_step(data, kind):
     calls = {}
     for name, drafter, states in (("reused", reused, h), ("offsets", offsets, x)):
         tree = greedy_tree(acceptance_table(drafter, states[train], codes[train], width=4), 16)
-        decoder = SpeculativeDecoder(cp, drafter, tree, SamplerConfig())
+        decoder = Decoder(cp, SamplerConfig(), drafter, tree)
         calls[name] = sum(decoder.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]).calls
                           for i in range(held.start, held.stop))
     # the same frames and random stream for both (identical codes), so only the drafts differ
@@ -110,9 +110,9 @@ def test_sampled_targets_are_the_predictors_own_draws_and_teach_what_it_samples(
                                                   generator=torch.Generator().manual_seed(5))), dim=1)
     drawn = sampled_targets(cp, g, noise, SamplerConfig(), torch.Generator().manual_seed(6), batch_size=256)
     u = frame_uniforms(torch.Generator().manual_seed(6), batch=len(c0))
-    assert torch.equal(drawn[:, 0], c0) and torch.equal(drawn[:40, 1:], decode_frame_ar(cp, g[:40], c0[:40],
-                                                                                          SamplerConfig(), u[:40]).codes)
-    assert torch.equal(drawn[-7:, 1:], decode_frame_ar(cp, g[-7:], c0[-7:], SamplerConfig(), u[-7:]).codes)
+    ar = Decoder(cp, SamplerConfig())
+    assert torch.equal(drawn[:, 0], c0) and torch.equal(drawn[:40, 1:], ar.decode_frame(g[:40], c0[:40], u[:40]).codes)
+    assert torch.equal(drawn[-7:, 1:], ar.decode_frame(g[-7:], c0[-7:], u[-7:]).codes)
     train, held = slice(0, 3000), slice(3000, 3300)
     held_draws = sampled_targets(cp, g[held], noise[held], SamplerConfig(), torch.Generator().manual_seed(7))
     top1 = {}

@@ -7,7 +7,7 @@ import torch
 
 from drafting import TREES
 from helpers.method.calibration import expected_accepted, expected_tokens_per_step, greedy_tree
-from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import PositionOffsets, ReusedHeads
 from helpers.method.sampler import SamplerConfig
 from helpers.method.tree import SparseTree
@@ -44,7 +44,7 @@ def test_bad_trees_are_refused(paths, message):
 def test_tree_deeper_than_drafter_is_refused(tiny):
     _, _, cp = tiny
     with pytest.raises(ValueError, match=r"tree depth 3 exceeds the drafter's K=2; allowed tree depth: 1..2"):
-        SpeculativeDecoder(cp, ReusedHeads(cp, depth=2), SparseTree.chain(3), SamplerConfig())
+        Decoder(cp, SamplerConfig(), ReusedHeads(cp, depth=2), SparseTree.chain(3))
 
 
 def test_offsets_of_wrong_hidden_size_are_refused(tiny):

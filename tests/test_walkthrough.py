@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from helpers.method.decoding import decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method import reference_round as w
 from helpers.report.nb00_overview import toy_decoder, toy_frame
 
@@ -17,7 +17,7 @@ def toy():
 def test_walkthrough_tokens_equal_the_ar_codes(toy, seed):
     g, c0, u = toy_frame(seed)
     walk = w.reference_frame(toy, g, c0, u)
-    ar = decode_frame_ar(toy.predictor, g, c0, toy.sampler, u).codes[0].tolist()
+    ar = Decoder(toy.predictor, toy.sampler).decode_frame(g, c0, u).codes[0].tolist()
     assert walk["codes"] == ar == walk["ar_codes"]
     emitted = [walk["c1"]["draw"]] + [c for r in walk["rounds"] for c in r["emitted"].values()]
     assert emitted == ar
@@ -71,12 +71,12 @@ def test_acceptance_check_fails_on_a_wrong_distribution():
 def test_walkthrough_of_prenorm_offsets_equals_the_decoder(toy, seed):
     """The reference rounds (pre-norm states of `CodePredictor` calls) give the fused decoder's drafts and codes
     (toy_walkthrough raises otherwise) for offsets added before the final norm."""
-    from helpers.method.decoding import SpeculativeDecoder
+    from helpers.method.decoding import Decoder
     from helpers.method.drafters import PreNormOffsets
     p = toy.predictor
     offsets = torch.randn(2, p.hidden_size, generator=torch.Generator().manual_seed(seed), dtype=p.dtype)
-    decoder = SpeculativeDecoder(p, PreNormOffsets(p, 2, offsets=offsets), toy.tree, toy.sampler)
+    decoder = Decoder(p, toy.sampler, PreNormOffsets(p, 2, offsets=offsets), toy.tree)
     g, c0, u = toy_frame(seed)
     walk = w.reference_frame(decoder, g, c0, u)
-    assert walk["codes"] == decode_frame_ar(p, g, c0, toy.sampler, u).codes[0].tolist()
+    assert walk["codes"] == Decoder(p, toy.sampler).decode_frame(g, c0, u).codes[0].tolist()
     assert any(r["drafts"] for r in walk["rounds"])

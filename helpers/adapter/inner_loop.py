@@ -5,7 +5,7 @@ max_new_tokens=15, do_sample, top_k, top_p, temperature, ...)` and reads `.seque
 `InnerLoop` replaces exactly that method while it is active and puts the stock one back on exit, so the
 official `generate` of either backend runs unchanged around our decoder:
 
-    with InnerLoop(model.talker, speculative_decoder, seed=0) as loop:
+    with InnerLoop(model.talker, decoder, seed=0) as loop:
         codes, hidden = model.generate(...)
     loop.calls    # model calls per frame, in order
 
@@ -21,28 +21,29 @@ import torch
 from torch import nn
 
 from helpers.method.predictor import CodePredictor
-from helpers.method.decoding import ARDecoder, SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.method.sampler import SamplerConfig, frame_uniforms
+from helpers.method.stack import FusedCore
 
 
 class InnerLoop:
     """Context manager swapping `talker.code_predictor.generate` for our decoder.
 
-    decoder: a `SpeculativeDecoder`; an `ARDecoder` (our autoregressive loop, batched); or "ar" for an `ARDecoder`
-    built here over the talker's own code predictor (`CodePredictor.from_talker`; its fused weight copies are built
-    per loop, so a caller running many loops passes its own `ARDecoder`).
+    decoder: a `Decoder` (AR or speculative, any mode: its sampler must be the one the talker asks for, checked at
+    every frame), or "ar" for AR `Decoder`s built here, one per sampler the talker asks for, over `core` (a
+    `FusedCore` and its predictor; default: the talker's own code predictor, `CodePredictor.from_talker`, its fused
+    weight copies built per loop). An eager AR decoder takes the talker's batch at once; the others one row at a time.
     seed: seeds the generator of the per-frame uniforms u [B, 15].
     Records per frame: `calls` (model calls) and `accepted` (drafts accepted per round).
     """
 
-    def __init__(self, talker: nn.Module, decoder: SpeculativeDecoder | ARDecoder | str = "ar", seed: int = 0):
-        if isinstance(decoder, str):
-            if decoder != "ar":
-                raise ValueError(f"decoder must be 'ar' or a SpeculativeDecoder (or an ARDecoder), got {decoder!r}")
-            decoder = ARDecoder(CodePredictor.from_talker(talker))
-        self.talker = talker
-        self.decoder = decoder
-        self.predictor = decoder.predictor
+    def __init__(self, talker: nn.Module, decoder: Decoder | str = "ar", seed: int = 0, core: FusedCore | None = None):
+        if isinstance(decoder, str) and decoder != "ar":
+            raise ValueError(f"decoder must be 'ar' or a Decoder, got {decoder!r}")
+        self.talker, self.decoder, self.core = talker, decoder, core
+        self.predictor = decoder.predictor if isinstance(decoder, Decoder) else (
+            core.predictor if core is not None else CodePredictor.from_talker(talker))
+        self.ar: dict[SamplerConfig, Decoder] = {}
         self.seed = seed
         self.generator = torch.Generator().manual_seed(seed)
         self.calls: list[int] = []
@@ -83,18 +84,20 @@ class InnerLoop:
         if not do_sample:
             raise ValueError("the inner loop samples (subtalker_dosample=True); greedy decoding is not supported")
         sampler = SamplerConfig(int(top_k), float(top_p), float(temperature))
-        if isinstance(self.decoder, SpeculativeDecoder) and self.decoder.sampler != sampler:
-            raise ValueError(f"the speculative decoder was built for {self.decoder.sampler}, "
-                             f"the talker asked for {sampler}")
+        if self.decoder == "ar" and sampler not in self.ar:
+            self.ar[sampler] = Decoder(p, sampler, core=self.core)
+        dec = self.ar[sampler] if self.decoder == "ar" else self.decoder
+        if dec.sampler != sampler:
+            raise ValueError(f"the decoder was built for {dec.sampler}, the talker asked for {sampler}")
         g = inputs_embeds[:, 0].to(p.dtype)
         c0 = self.c0_from_embedding(inputs_embeds[:, 1])
         u = frame_uniforms(self.generator, p.num_codes, batch=g.shape[0], device=p.device)
-        if isinstance(self.decoder, ARDecoder):
-            codes = self.decoder.decode_frame(g, c0, sampler, u).codes            # batched: 15 calls per row
+        if dec.batched:
+            codes = dec.decode_frame(g, c0, u).codes                               # batched: 15 calls per row
             self.calls += [p.num_codes] * g.shape[0]
             self.accepted += [[] for _ in range(g.shape[0])]
         else:
-            results = [self.decoder.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]) for i in range(g.shape[0])]
+            results = [dec.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]) for i in range(g.shape[0])]
             codes = torch.cat([r.codes for r in results])
             self.calls += [r.calls for r in results]
             self.accepted += [list(r.accepted) for r in results]

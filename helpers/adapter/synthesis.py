@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from helpers.method.decoding import ARDecoder, SpeculativeDecoder
+from helpers.method.decoding import Decoder
+from helpers.method.stack import FusedCore
 from helpers.adapter.global_rng import global_rng
 from helpers.adapter.inner_loop import InnerLoop
 
@@ -34,11 +35,12 @@ class Synthesis:
 
 @torch.no_grad()
 def synthesize(model: nn.Module, input_ids: torch.Tensor, language: str, speaker: str | None,
-               decoder: SpeculativeDecoder | ARDecoder | str = "ar", seed: int = 0, max_frames: int = 200,
-               non_streaming_mode: bool = False, **talker_sampling) -> Synthesis:
+               decoder: Decoder | str = "ar", seed: int = 0, max_frames: int = 200,
+               non_streaming_mode: bool = False, core: FusedCore | None = None, **talker_sampling) -> Synthesis:
     """One utterance. input_ids [1, n + 8] chat-formatted; talker_sampling: top_k, temperature, ... for c0;
-    decoder: the inner loop (`InnerLoop`: "ar" builds an `ARDecoder` over the talker's own code predictor)."""
-    with padded(model), global_rng(seed), InnerLoop(model.talker, decoder, seed=seed) as loop:
+    decoder, core: the inner loop (`InnerLoop`: "ar" builds AR `Decoder`s over `core`, default over the talker's own
+    code predictor)."""
+    with padded(model), global_rng(seed), InnerLoop(model.talker, decoder, seed=seed, core=core) as loop:
         codes, hidden = model.generate(input_ids=[input_ids], languages=[language], speakers=[speaker],
                                        non_streaming_mode=non_streaming_mode, max_new_tokens=max_frames,
                                        **talker_sampling)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.method.decoding import ARDecoder, decoder_core
+from helpers.method.decoding import decoder_core
 from helpers.method.stack import FusedCore
 from helpers.method.predictor import CodePredictor
 from helpers.adapter.synthesis import Synthesis, synthesize
@@ -70,7 +70,7 @@ class Backend:
         """The fused weight copies of `predictor`, deep enough for any tree (`decoder_core`: for a dense predictor
         its own stack, the copies its calls run): its AR synthesis runs on them and decoders built with
         `core=backend.core` share them (one copy per backend, however many syntheses and decoders)."""
-        return decoder_core(self.predictor, self.predictor.num_codes - 1)
+        return decoder_core(self.predictor)
 
     @property
     def codebook_sizes(self) -> list[int]:
@@ -152,17 +152,15 @@ class Backend:
     def synthesize(self, sample: Sample, decoder="ar", seed: int = 0, temperature: float | None = None) -> Synthesis:
         """Free-running synthesis of one sample through the official generate (our inner loop in place);
         `temperature` replaces the backend's for c0 and the inner loop alike (the parity test's control).
-        decoder: "ar" (an `ARDecoder` on the backend's `core`) or a decoder of `predictor`."""
+        decoder: "ar" (AR `Decoder`s on the backend's `core`) or a `Decoder` of `predictor`."""
         sampling = dict(self.talker_sampling)
         if temperature is not None:
             if not temperature > 0:
                 raise ValueError(f"temperature must be > 0, got {temperature}")
             sampling.update(temperature=temperature, subtalker_temperature=temperature)
-        if decoder == "ar":
-            decoder = ARDecoder(self.predictor, self.core)
         return synthesize(self.model, sample.input_ids, self.language(sample.lang), sample.speaker, decoder,
                           seed=seed, max_frames=self.max_frames(sample), non_streaming_mode=self.non_streaming_mode,
-                          **sampling)
+                          core=self.core, **sampling)
 
     def dataset_table(self, samples_of: Callable[[str], list[Sample]] | None = None, roles=ROLES) -> list[dict]:
         """The paper's Table 1 shape, from the samples actually used (`samples_of(role)`, default `self.samples`):

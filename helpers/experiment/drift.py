@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
-from helpers.method.decoding import decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method.diagnostics import Diagnostics, diagnostics, own_head_loss, share_closed
 from helpers.method.drafters import OFFSET_KINDS, PositionOffsets, PreNormOffsets, ReusedHeads
 from helpers.method.predictor import CodePredictor
@@ -55,7 +55,8 @@ def drift_recovery(spec: TinyTalkerSpec = DRIFT_SPEC, train_frames: int = 2000, 
     gen = torch.Generator().manual_seed(seed)
     n = train_frames + held_frames
     g, c0 = random_frame_inputs(spec.talker_hidden_size, spec.talker_vocab_size, n, gen, torch.float32)
-    codes = torch.cat((c0[:, None], decode_frame_ar(predictor, g, c0, sampler, frame_uniforms(gen, batch=n)).codes),
+    ar = Decoder(predictor, sampler)
+    codes = torch.cat((c0[:, None], ar.decode_frame(g, c0, frame_uniforms(gen, batch=n)).codes),
                       dim=1)
     r = predictor.teacher_forced_hidden(g, codes, prenorm=True)
     h = predictor.final_norm(r)

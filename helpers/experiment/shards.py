@@ -66,7 +66,7 @@ def evaluate_shard(backend, systems: dict, seeds: list[int], folder, shard_index
                    num_shards: int = 1, name: str = "evaluation", independent: bool = True) -> Path:
     """Free-running synthesis of this shard's evaluation utterances by every system and seed, with transcripts.
 
-    systems: name -> decoder ("ar" or a SpeculativeDecoder). One row per (utterance, seed, system), made by the
+    systems: name -> decoder ("ar" or a `Decoder`). One row per (utterance, seed, system), made by the
     evaluation stages' own `transcribed_runs`. Utterance i of the role (its index over all shards) under seed s is
     synthesised with seed s + k * STREAM_STRIDE + i by the k-th system: independent random streams, as the paper
     compares systems (`independent=False`: every system on s + i, the same codes where decoding is lossless).

@@ -27,7 +27,7 @@ from helpers.experiment.stage_cache import cached
 from helpers.adapter.synthesis import Synthesis
 from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree, uncapped_table
 from helpers.method.ceiling import ceiling_mean, target_sharpness
-from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.method.diagnostics import Diagnostics, diagnostics as compute_diagnostics
 from helpers.method.drafters import OFFSET_KINDS, Drafter, make_drafter
 from helpers.method.main_drafter import choose_main_drafter
@@ -175,11 +175,10 @@ def diagnostics(P: RunParams) -> Diagnostics:
                    name="diagnostics")
 
 
-def decoder(P: RunParams, kind: str, n: int) -> SpeculativeDecoder:
+def decoder(P: RunParams, kind: str, n: int) -> Decoder:
     """The speculative decoder of drafter `kind` with its calibrated tree of size n (on the backend's one core)."""
     b = backend(P)
-    return SpeculativeDecoder(b.predictor, drafters(P).drafters[kind], calibration(P).trees[kind][n], sampler(P),
-                              core=b.core)
+    return Decoder(b.predictor, sampler(P), drafters(P).drafters[kind], calibration(P).trees[kind][n], core=b.core)
 
 
 def inner_loop_in(P: RunParams, dtype: torch.dtype, device: torch.device | str | None = None) -> tuple[CodePredictor, Drafter]:
@@ -338,7 +337,7 @@ def replayed(P: RunParams, configs: list[tuple[str, int]], ar: list[Synthesis]) 
     return out, {config: r.frames for config, r in decoded.items()}
 
 
-def replayed_tokens_per_step(P: RunParams, dec: SpeculativeDecoder) -> float:
+def replayed_tokens_per_step(P: RunParams, dec: Decoder) -> float:
     """Tokens/step of any decoder on every AR evaluation frame, counted as `replayed` counts Table 2's (without its
     check): the walk where the inner loop is exact, else every frame decoded again."""
     ar, _ = syntheses(P)

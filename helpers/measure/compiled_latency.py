@@ -22,7 +22,7 @@ from helpers.measure.latency import official_generate
 from helpers.measure.phases import UNTIL, RoundUpTo
 from helpers.measure.timing import device_sync, interleaved, time_calls
 from helpers.method.compiler import CallCompiler, check_compile_mode
-from helpers.method.decoding import CompiledAR, CompiledSpeculative, frame_decoders
+from helpers.method.decoding import Decoder, frame_decoders
 from helpers.method.drafters import Drafter
 from helpers.method.stack import FusedCore
 from helpers.method.round import ARStep, Round
@@ -41,7 +41,7 @@ def side_by_side(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Sp
 
     Systems: "official", "ar", "ar_<compile>" (one host call a step), "arframe_<compile>" (the whole AR frame one
     graph, with `frame_graph`), "spec<N>", "spec<N>_<compile>" (eager ones when `eager`), and `extra` {name:
-    decoder} (names starting "ar" or "spec" count as AR or speculative; e.g. `FrameSpeculative`s).
+    decoder} (names starting "ar" or "spec" count as AR or speculative; e.g. `Decoder`s with rounds_per_graph).
     -> {"frames", "compile", "systems": {name: {"frame_ms" (p50), "frame_ms_p10", "tokens_per_step",
         "identical" (frames equal to the eager AR codes), "compile_s"}}, "ratios": {a: {b: p50(b) / p50(a)}}
         (how many times faster a is than b), "fastest_ar", "fastest_spec", "best_n"}
@@ -54,14 +54,15 @@ def side_by_side(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Sp
     mode = compile
     compiled: dict[str, object] = {}
     if mode != "none":
-        compiled[f"ar_{mode}"] = CompiledAR(predictor, sampler, mode, torch_backend, frame=False)
+        compiled[f"ar_{mode}"] = Decoder(predictor, sampler, compile=mode, torch_backend=torch_backend)
         if frame_graph:
-            compiled[f"arframe_{mode}"] = CompiledAR(predictor, sampler, mode, torch_backend, frame=True)
+            compiled[f"arframe_{mode}"] = Decoder(predictor, sampler, compile=mode, torch_backend=torch_backend,
+                                                  rounds_per_graph=(predictor.num_codes - 1, 1))
     for n, tree in trees.items():
         if eager:
             systems[f"spec{n}"] = eager_spec[n]
         if mode != "none":
-            compiled[f"spec{n}_{mode}"] = CompiledSpeculative(predictor, drafter, tree, sampler, mode, torch_backend)
+            compiled[f"spec{n}_{mode}"] = Decoder(predictor, sampler, drafter, tree, mode, torch_backend=torch_backend)
     compiled.update(extra or {})
     compile_s = {}
     for name, dec in compiled.items():                       # first frame: compile / capture, booked apart
@@ -75,10 +76,10 @@ def side_by_side(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Sp
     def runs_of(j):
         gi, ci, ui = g[j:j + 1], c0[j:j + 1], u[j:j + 1]
         if j not in reference:
-            reference[j] = ar.decode_frame(gi, ci, sampler, ui).codes
+            reference[j] = ar.decode_frame(gi, ci, ui).codes
         runs = {}
         for name, dec in systems.items():
-            runs[name] = ((lambda: ar.decode_frame(gi, ci, sampler, ui)) if dec is None
+            runs[name] = ((lambda: ar.decode_frame(gi, ci, ui)) if dec is None
                           else (lambda dec=dec: dec.decode_frame(gi, ci, ui)))
         if official:
             runs["official"] = lambda: official_generate(predictor, gi, ci, sampler)

@@ -82,7 +82,7 @@ def call_grid(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int
     for name, (predictor, _) in systems.items():
         core = FusedCore(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
         for n, tree in [(0, None), *trees.items()]:
-            step = step_type(predictor, None)(core, tree)            # verify only, as the eager decoders call it
+            step = step_type(predictor)(core, tree)            # verify only, as the eager decoders call it
             inputs = step.example_inputs(t)
             calls[name, n] = lambda step=step, inputs=inputs: step(*inputs)
             if predictor.kernel == "dense" and compiled_sizes and (n == 0 or n in compiled_sizes):
@@ -124,17 +124,18 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
         "fastest_spec", "official": fastest official, "ratios": {"ar_over_official", "spec_over_ar",
         "spec_over_official"} (how many times faster)}; with `samples`, also "samples": {name: {"ms": [...], "calls":
         [...]}}, every timed frame's wall time and model calls (our loops)"""
-    from helpers.method.decoding import CompiledAR, CompiledSpeculative
+    from helpers.method.decoding import Decoder
 
     ars, decoders, compiled, compile_s = {}, {}, {}, {}
     for name, (predictor, drafter) in systems.items():
         ars[name], decoders[name] = frame_decoders(predictor, drafter, trees, sampler)
         if compiled_sizes and predictor.kernel == "dense":
-            compiled[f"ar@{name}+inductor"] = (predictor, CompiledAR(predictor, sampler, "inductor"))
+            compiled[f"ar@{name}+inductor"] = (predictor, Decoder(predictor, sampler, compile="inductor",
+                                                                  rounds_per_graph=(predictor.num_codes - 1, 1)))
             for n in compiled_sizes:
                 if n in trees:
-                    compiled[f"spec{n}@{name}+inductor"] = (predictor, CompiledSpeculative(
-                        predictor, drafter, trees[n], sampler, "inductor"))
+                    compiled[f"spec{n}@{name}+inductor"] = (predictor, Decoder(
+                        predictor, sampler, drafter, trees[n], "inductor"))
     for key, (predictor, dec) in compiled.items():           # the first frame compiles: booked apart
         start = time.perf_counter()
         dec.decode_frame(g[:1].to(predictor.dtype), c0[:1], u[:1])
@@ -148,7 +149,7 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
         out = {}
         for name, (predictor, _) in systems.items():
             gi, ci, ui = g[j:j + 1].to(predictor.dtype), c0[j:j + 1], u[j:j + 1]
-            out[f"ar@{name}"] = lambda ar=ars[name], gi=gi, ci=ci, ui=ui: ar.decode_frame(gi, ci, sampler, ui)
+            out[f"ar@{name}"] = lambda ar=ars[name], gi=gi, ci=ci, ui=ui: ar.decode_frame(gi, ci, ui)
             for n, dec in decoders[name].items():
                 out[f"spec{n}@{name}"] = lambda dec=dec, gi=gi, ci=ci, ui=ui: dec.decode_frame(gi, ci, ui)
         for key, (predictor, dec) in compiled.items():

@@ -1,6 +1,5 @@
-"""Where a speculative frame's time goes when its rounds run in few graphs (`helpers.method.decoding.FrameSpeculative`).
-
-A frame of `FrameSpeculative` is: the host's own work (refresh, uniforms, the codes' copy), the first graph
+"""Where a speculative frame's time goes when its rounds run in few graphs (`helpers.method.decoding.Decoder`,
+rounds_per_graph). Such a frame is: the host's own work (input checks, uniforms, the codes' copy), the first graph
 (prefill + k1 rounds) up to its read, then (reads - 1) more graphs (k2 rounds each) up to theirs. Rounds past the
 frame's end are masked, not skipped, so they cost what a round costs. `frame_anatomy` times each part for several
 k1 on the same frames, in one process:
@@ -22,7 +21,7 @@ import torch
 
 from helpers.measure.timing import device_sync, time_calls
 from helpers.method.drafters import Drafter
-from helpers.method.decoding import FrameSpeculative
+from helpers.method.decoding import Decoder
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampler import SamplerConfig
 from helpers.method.tree import SparseTree
@@ -37,7 +36,7 @@ def frame_anatomy(predictor: CodePredictor, drafter: Drafter, tree: SparseTree, 
     sync = device_sync(predictor.device)
     rows = {}
     for k1 in firsts:
-        dec = FrameSpeculative(predictor, drafter, tree, sampler, compile, first=k1, then=then)
+        dec = Decoder(predictor, sampler, drafter, tree, compile, rounds_per_graph=(k1, then))
         dec.decode_frame(g[:1], c0[:1], u[:1])                              # compile / capture
         times, rounds, reads = [], [], []
         for i in range(g.shape[0]):
@@ -48,10 +47,9 @@ def frame_anatomy(predictor: CodePredictor, drafter: Drafter, tree: SparseTree, 
             times.append(time.perf_counter() - start)
             rounds.append(r.calls - 1)
             reads.append(r.reads)
-        s = dec.state
-        buffers = (dec.query, dec.t, dec.rounds, s.k, s.v, s.u, s.codes)
-        open_ms = time_calls(lambda: dec.open(g[:1], c0[:1], *buffers).tolist(), predictor.device, 5, iters).p50
-        more_ms = time_calls(lambda: dec.more(*buffers).tolist(), predictor.device, 5, iters).p50
+        buffers = dec.status + dec.buffers(1)                          # query, t, rounds, k, v, u, codes
+        open_ms = time_calls(lambda: int(dec.open(g[:1], c0[:1], *buffers)), predictor.device, 5, iters).p50
+        more_ms = time_calls(lambda: int(dec.more(*buffers)), predictor.device, 5, iters).p50
         rows[k1] = {"frame_ms": float(np.median(times) * 1e3), "rounds": float(np.mean(rounds)),
                     "executed": float(np.mean([k1 + then * (n - 1) for n in reads])), "reads": float(np.mean(reads)),
                     "open_ms": open_ms, "more_ms": more_ms}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from helpers.method.capture import DeviceOps
-from helpers.method.decoding import ARDecoder, CompiledAR, FrameSpeculative, SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import Drafter
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampler import SamplerConfig
@@ -32,36 +32,30 @@ def kernel_counts(predictor: CodePredictor, drafter: Drafter, trees: dict[int, S
                   c0: torch.Tensor, u: torch.Tensor, sampler: SamplerConfig = SamplerConfig(),
                   first: dict[int, int] | None = None) -> dict:
     """Kernels of one AR step, one prefill and one full-tree round per N (at root t = 1), and host reads per frame
-    of each decoder over the frames g [F, Ht], c0 [F], u [F, 15]. first: rounds of `FrameSpeculative`'s first graph
-    per N (default 6)."""
+    of each decoder over the frames g [F, Ht], c0 [F], u [F, 15], as dispatch counts them: each frame's inputs are
+    checked first (`Decoder.check`, whose reads of c0 are input validation), then the frame alone is counted
+    (`Decoder.run`). first: rounds of the first graph per N (default 6; then 1)."""
     predictor = predictor.with_kernel("dense") if predictor.kernel != "dense" else predictor
-    first = first or {}
-    frames = range(g.shape[0])
+    first, n = first or {}, predictor.num_codes
     out = {"frames": g.shape[0], "rounds": {}, "reads": {}}
-    ar = CompiledAR(predictor, sampler, "none", frame=False)
-    s = ar.state
-    s.start(predictor, g[:1], c0[:1], u[:1])
-    out["prefill"] = _count(lambda: ar.prefill(g[:1], c0[:1], s.k, s.v, s.u, s.codes)).kernels
+    ar = Decoder(predictor, sampler, views=False)                                   # as on a GPU
+    k, v, us, codes = ar.buffers(1)
+    us.copy_(u[0])
+    out["prefill"] = _count(lambda: ar.frame.prefill(g[:1], c0[:1], k, v, us, codes)).kernels
     token = torch.zeros(1, 1, dtype=torch.long, device=predictor.device)
-    out["ar_step"] = _count(lambda: ar.step(token, s.k, s.v, s.ts[1], s.u, s.codes)).kernels
-    decoders = {"ar_eager": ARDecoder(predictor, views=False), "ar_frame": CompiledAR(predictor, sampler, "none")}
-    for n, tree in trees.items():
-        frame = FrameSpeculative(predictor, drafter, tree, sampler, "none", first=first.get(n, 6))
-        rnd = frame.round
+    out["ar_step"] = _count(lambda: ar.frame.step(token, k, v, ar.ts[1], us, codes)).kernels
+    decoders = {"ar_eager": ar, "ar_frame": Decoder(predictor, sampler, rounds_per_graph=(n - 1, 1))}
+    for size, tree in trees.items():
+        frame = Decoder(predictor, sampler, drafter, tree, rounds_per_graph=(first.get(size, 6), 1))
         query = torch.zeros(1, tree.size + 1, dtype=torch.long, device=predictor.device)
-        out["rounds"][n] = _count(lambda: rnd(query, s.k, s.v, s.ts[1], s.u, s.codes)).kernels
-        decoders[f"spec{n}"] = SpeculativeDecoder(predictor, drafter, tree, sampler, views=False)   # as on a GPU
-        decoders[f"spec{n}_frame"] = frame
+        out["rounds"][size] = _count(lambda: frame.round(query, k, v, ar.ts[1], us, codes)).kernels
+        decoders[f"spec{size}"] = Decoder(predictor, sampler, drafter, tree, views=False)
+        decoders[f"spec{size}_frame"] = frame
     for name, dec in decoders.items():
-        if isinstance(dec, ARDecoder):
-            run = (lambda i, dec=dec: dec.decode_frame(g[i:i + 1], c0[i:i + 1], sampler, u[i:i + 1]))
-        else:
-            run = (lambda i, dec=dec: dec.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]))
         reads = []
-        for i in frames:
-            with DeviceOps() as ops:
-                result = run(i)
-            reads.append(result.reads if result.reads is not None else ops.host_reads)   # the decoder's own count
+        for i in range(g.shape[0]):
+            dec.check(g[i:i + 1], c0[i:i + 1], u[i:i + 1])
+            reads.append(_count(lambda: dec.run(g[i:i + 1], c0[i:i + 1], u[i:i + 1])).host_reads)
         out["reads"][name] = sum(reads) / len(reads)
     return out
 

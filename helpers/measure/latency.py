@@ -61,7 +61,7 @@ def call_sweep(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Spar
         fn = graphed(step, inputs) if cuda_graph else (lambda: step(*inputs))
         return time_calls(fn, device, warmup, iters)
 
-    step = FusedStep if cuda_graph else step_type(predictor, None)                # as the decoders call it
+    step = FusedStep if cuda_graph else step_type(predictor)                # as the decoders call it
     ar = timed(step(core, None))
     rows = {}
     for n, tree in trees.items():
@@ -100,7 +100,7 @@ def frame_latency(predictor: CodePredictor, drafter: Drafter, trees: dict[int, S
 
     def runs_of(j):
         gi, ci, ui = g[j:j + 1], c0[j:j + 1], u[j:j + 1]
-        runs = {"ar": lambda: ar.decode_frame(gi, ci, sampler, ui),
+        runs = {"ar": lambda: ar.decode_frame(gi, ci, ui),
                 **{n: (lambda dec=dec: dec.decode_frame(gi, ci, ui)) for n, dec in decoders.items()}}
         if official:
             runs["official"] = lambda: official_generate(predictor, gi, ci, sampler)

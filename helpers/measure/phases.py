@@ -21,9 +21,8 @@ from contextlib import contextmanager
 
 from torch import nn
 
-from helpers.method.decoding import ARDecoder, SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.method.round import ARFrame, ARStep, Prefill, Round
-from helpers.method.sampler import SamplerConfig
 from helpers.method.stack import FusedStep
 
 AR_PHASES = ("layers", "heads", "commit", "sample")
@@ -69,15 +68,13 @@ def phase_methods(module: nn.Module) -> list[tuple[nn.Module, str, str]]:
     raise TypeError(f"no phases known for {type(module).__name__}")
 
 
-def eager_modules(decoder, sampler: SamplerConfig | None = None) -> list[nn.Module]:
-    """The modules an eager decoder runs: an `ARDecoder`'s loop of `sampler`, a `SpeculativeDecoder`'s prefill and
-    rounds (compile "none": a compiled module runs no Python method to mark)."""
-    if isinstance(decoder, ARDecoder):
-        return [decoder.frame(sampler)]
-    if isinstance(decoder, SpeculativeDecoder) and decoder.compile == "none":
-        return [decoder.prefill] + list({id(m): m for m in decoder.rounds.values()}.values())
-    raise ValueError(f"phases are timed on the eager decoders (ARDecoder, SpeculativeDecoder with compile 'none'), "
-                     f"got {type(decoder).__name__}")
+def eager_modules(decoder: Decoder) -> list[nn.Module]:
+    """The modules an eager host-loop `Decoder` runs: the AR loop (`ARFrame`), or the prefill and the round (compile
+    "none", rounds_per_graph None: a compiled module runs no Python method to mark)."""
+    if decoder.compile != "none" or decoder.rounds_per_graph is not None:
+        raise ValueError(f"phases are timed on the eager host loop (compile 'none', rounds_per_graph None), got "
+                         f"compile={decoder.compile!r}, rounds_per_graph={decoder.rounds_per_graph}")
+    return [decoder.frame] if decoder.tree is None else [decoder.prefill, decoder.round]
 
 
 def _marked(method, clock, phase: str):

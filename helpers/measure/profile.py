@@ -48,10 +48,10 @@ def round_profile(predictor: CodePredictor, drafter: Drafter, trees: dict[int, S
 
     def runs_of(j):
         gi, ci, ui = g[j:j + 1], c0[j:j + 1], u[j:j + 1]
-        return {"ar": timed(lambda: ar.decode_frame(gi, ci, sampler, ui)),
+        return {"ar": timed(lambda: ar.decode_frame(gi, ci, ui)),
                 **{n: timed(lambda dec=dec: dec.decode_frame(gi, ci, ui)) for n, dec in decoders.items()}}
 
-    modules = eager_modules(ar, sampler) + [m for dec in decoders.values() for m in eager_modules(dec)]
+    modules = eager_modules(ar) + [m for dec in decoders.values() for m in eager_modules(dec)]
     with clocked(clock, *modules):
         for _, out, _ in interleaved(g.shape[0], runs_of, warmup_frames, seed, sync):
             for name, row in out.items():

@@ -6,7 +6,8 @@
     inductor_graph  inductor's kernels captured as one CUDA graph per module (CUDA only): the fewest launches
 
 A decoder asks for both halves apart where a graph should replay one compiled module several times (`kernels`
-compiles a round once, `capture` captures a loop of k of its calls, `helpers.method.decoding.FrameSpeculative`);
+compiles a round once, `capture` captures a loop of k of its calls: `helpers.method.decoding.Decoder`,
+rounds_per_graph);
 `__call__` does both. A captured module is a `CapturedGraph`, captured at its first call and replayed at every later
 one (the one capture: decoders and the call timings).
 """

@@ -1,21 +1,26 @@
-"""Decoding one frame's residual codes c1..c15 from (g, c0): autoregressive and speculative.
+"""Decoding one frame's residual codes c1..c15 from (g, c0): one decoder, autoregressive or speculative.
 
-Every decoder samples code position t with the frame's uniform u_t through the shared sampler, so for the same
-uniforms they return the same codes; only the number of calls differs. All run the modules of
-`helpers.method.round` over the verify call of `helpers.method.stack` (the AR loop at q = 1, the speculative rounds
-at q = N + 1), so a speed comparison between them compares the calls, not two implementations.
+`Decoder(predictor, sampler, drafter, tree, compile, rounds_per_graph)`; decode_frame(g [B, H], c0 [B], u [B, 15])
+-> FrameResult. Every mode samples code position t with the frame's uniform u_t through the shared sampler, so for
+the same uniforms every mode returns the same codes; only the number of calls differs. All run the modules of
+`helpers.method.round` over the verify call of `helpers.method.stack`, so a speed comparison compares the calls.
 
-- `ARDecoder`: the reference AR loop (`ARFrame`, eager, any kernel, any batch); `decode_frame_ar` runs a fresh one.
-- `SpeculativeDecoder`: a prefill, then one `Round` per round; `compile` runs the very same modules eagerly
-  ("none"), compiled by inductor, or captured as CUDA graphs (`helpers.method.compiler`). The host reads one integer
-  a round (the next root position, to pick the next pruned tree's module). `CompiledSpeculative`: compiled by default.
-- `CompiledAR`: the same AR loop compiled or captured, which reads nothing until the frame ends.
-- `FrameSpeculative`: the host out of the loop: full-tree rounds, k per captured graph (`RoundLoop`), one host read
-  for a frame of at most k1 rounds.
+- AR (drafter and tree None): `ARFrame`, a prefill, then one `ARStep` per code (15 calls); eagerly any batch.
+- speculative: a prefill, then one `Round` of the whole tree per round. A frame ends one way: a round rooted near
+  c15 runs the whole tree with the nodes whose output lies past c15 masked (never accepted), so one module serves
+  every root position and any number of rounds fits a graph.
+- rounds_per_graph None: the host loop, one module call per round; a speculative frame reads the next root position
+  after each round (none after a round rooted at c14, which ends the frame). (first, then): the host out of the
+  loop, `SpeculativeFrame` (prefill and `first` rounds) then `RoundLoop`s of `then` rounds, one host read per
+  graph (t and the rounds done, `RoundLoop`); AR takes first = 14, its whole frame one module.
+- compile: "none", "inductor", "cuda_graph", "inductor_graph" (`helpers.method.compiler`).
 
-The eager decoders on a CPU call `helpers.method.views.ViewStep` (rows as views at a host int, any kernel; `views`),
-everywhere else the gathered `FusedStep`. The decoders time nothing: `helpers.measure.phases` times their phases
-from outside.
+The eager host loop on a CPU calls `helpers.method.views.ViewStep` (rows as views at a host int, any kernel;
+`views`), everything else the gathered `FusedStep` (kernel 'dense'). The weights are laid out once, when the decoder
+is built (`decoder_core`: the predictor's own stack, or one core per deployment kernel, never a second copy);
+`reload()` lays them out again after the official weights change. `decode_frame` checks its inputs (`check`: host
+reads of c0), then runs the frame (`run`: what `helpers.measure.kernel_counts` counts). The decoder times nothing:
+`helpers.measure.phases` times its phases from outside.
 """
 
 from __future__ import annotations
@@ -31,265 +36,44 @@ from helpers.method.predictor import CodePredictor
 from helpers.method.round import ARFrame, ARStep, Prefill, Round, RoundLoop, SpeculativeFrame
 from helpers.method.sampler import SamplerConfig
 from helpers.method.stack import FusedCore, FusedStep
-from helpers.method.tree import SparseTree
+from helpers.method.tree import SparseTree, TreeIndex
 from helpers.method.views import ViewStep
 
 
 @dataclass
 class FrameResult:
-    """codes [B, 15] (c1..c15); calls = model calls for the frame; accepted = drafts accepted per round;
-    drafts: (t, candidates [D, m]) of each tree round, the table its nodes were picked from (eager decoders);
-    reads: the decoder's host reads of device values in the frame (a device sync each), where it counts them."""
+    """codes [B, 15] (c1..c15); calls = model calls for the frame; accepted = drafts accepted per round (the host
+    loop); drafts: (t, candidates [D, m]) of each round rooted before c14, the table its nodes were picked from (the
+    eager host loop); reads: the decoder's host reads of device values in the frame (a device sync each)."""
 
     codes: torch.Tensor
     calls: int
     accepted: list[int] = field(default_factory=list)
     drafts: list[tuple[int, torch.Tensor]] = field(default_factory=list, repr=False)
-    reads: int | None = None
+    reads: int = 0
 
     @property
     def tokens_per_step(self) -> float:
         return self.codes.shape[-1] / self.calls
 
 
-def _check_frame_inputs(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> None:
-    if g.dim() != 2 or c0.dim() != 1 or g.shape[0] != c0.shape[0]:
-        raise ValueError(f"expected g [B, H] and c0 [B], got {tuple(g.shape)} and {tuple(c0.shape)}")
-    if tuple(u.shape) != (g.shape[0], predictor.num_codes):
-        raise ValueError(f"expected uniforms [B={g.shape[0]}, {predictor.num_codes}], got {tuple(u.shape)}")
-    predictor.check_codes(c0[:, None], first_pos=0)
-
-
-def step_type(predictor: CodePredictor, views: bool | None) -> type:
-    """The verify call's class: `ViewStep` (views True; default None: on a CPU) or the gathered `FusedStep`."""
-    return ViewStep if (predictor.device.type == "cpu" if views is None else views) else FusedStep
-
-
-def check_tree(predictor: CodePredictor, drafter: Drafter, tree: SparseTree) -> None:
-    """A clear error for a tree deeper than the drafter's K or longer than the predictor's query."""
-    if tree.max_depth > drafter.depth:
-        raise ValueError(f"tree depth {tree.max_depth} exceeds the drafter's K={drafter.depth}; "
-                         f"allowed tree depth: 1..{drafter.depth}")
-    if tree.size + 1 > predictor.max_query:
-        raise ValueError(f"tree of {tree.size} nodes needs a query of {tree.size + 1} tokens; "
-                         f"the predictor allows max_query={predictor.max_query}")
-
-
-def decoder_core(predictor: CodePredictor, max_depth: int, core: FusedCore | None = None) -> FusedCore:
-    """A decoder's fused core: `core` where one is given (weight copies shared with other decoders of `predictor`;
-    its max_depth must cover the decoder's trees), refreshed (the model may have moved since its last frame); else
-    the predictor's own stack (`CodePredictor.stack`: one copy of the weights for its calls and all its dense
-    decoders), or for a deployment kernel a new core of `max_depth`."""
+def decoder_core(predictor: CodePredictor, core: FusedCore | None = None) -> FusedCore:
+    """A decoder's fused core, its weights laid out as they are now: `core` where one is given (shared with other
+    decoders of `predictor`; laid out again if the official weights changed since), else the predictor's own stack
+    (`CodePredictor.stack`: one copy of the weights for its calls and all its dense decoders), or for a deployment
+    kernel a new core of that kernel (a backend keeps one)."""
     if core is None:
-        return predictor.stack if predictor.kernel == "dense" else FusedCore(predictor, max_depth=max_depth)
+        return predictor.stack if predictor.kernel == "dense" else FusedCore(predictor)
     if core.predictor is not predictor:
         raise ValueError("the shared core belongs to another predictor; a decoder's core is its predictor's")
-    if core.max_depth < max_depth:
-        raise ValueError(f"the shared core has max_depth={core.max_depth}, the decoder needs {max_depth}")
     core.refresh()
     return core
 
 
-class ARDecoder:
-    """The reference AR loop, eager, any kernel, any batch: the one AR loop (`ARFrame`: prefill [g, c0], then one AR
-    call, the fused module at q = 1, per code) run on fresh buffers of the frames' batch.
-
-    Build it once and call `decode_frame` per frame: the loop's modules are built once per sampler, over a core
-    (weight copies, `FusedCore`): `core` where one is given, else `decoder_core`'s (for a dense predictor its own
-    stack). The core refreshes at every frame if the official weights changed. views: the step's class (`step_type`)."""
-
-    def __init__(self, predictor: CodePredictor, core: FusedCore | None = None, views: bool | None = None):
-        self.predictor = predictor
-        self.core = decoder_core(predictor, 0, core)
-        self.step = step_type(predictor, views)(self.core, None)
-        self.frames: dict[SamplerConfig, ARFrame] = {}
-
-    def frame(self, sampler: SamplerConfig) -> ARFrame:
-        """The AR loop of `sampler` over this decoder's core and AR call (built on first use)."""
-        if sampler not in self.frames:
-            p = self.predictor
-            self.frames[sampler] = ARFrame(Prefill(self.core, sampler), ARStep(self.step, sampler), p.num_codes,
-                                           p.device)
-        return self.frames[sampler]
-
-    @torch.no_grad()
-    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig, u: torch.Tensor) -> FrameResult:
-        """c1..c15 of a batch of frames, one call per code. g [B, H], c0 [B], u [B, 15]."""
-        p = self.predictor
-        _check_frame_inputs(p, g, c0, u)
-        self.core.refresh()
-        k, v = self.core.empty_cache(g.shape[0])
-        codes = torch.zeros(g.shape[0], p.num_codes + 1, dtype=torch.long, device=k.device)
-        self.frame(sampler)(g, c0, k, v, u, codes)
-        return FrameResult(codes[:, :p.num_codes], calls=p.num_codes, reads=0)
-
-
-def decode_frame_ar(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tensor, sampler: SamplerConfig,
-                    u: torch.Tensor) -> FrameResult:
-    """Autoregressive c1..c15 by a new `ARDecoder(predictor)` (its modules built per call: a loop over frames builds
-    one `ARDecoder` and calls its `decode_frame`). g [B, H], c0 [B], u [B, 15]."""
-    return ARDecoder(predictor).decode_frame(g, c0, sampler, u)
-
-
-class FrameState:
-    """A decoder's buffers, passed to its modules by identity: KV caches k, v [L, 1, kv, S, d], the frame's uniforms
-    u [15] (float64) and codes [15 + 1] (long: c1..c15 and a spare slot a round writes what it discards into), on
-    the model's device; the root position inputs ts[t] = [t]."""
-
-    def __init__(self, predictor: CodePredictor):
-        cache = predictor.new_cache(1)
-        self.k, self.v = cache.k, cache.v
-        device, n = predictor.device, predictor.num_codes
-        self.u = torch.zeros(n, dtype=torch.float64, device=device)
-        self.codes = torch.zeros(n + 1, dtype=torch.long, device=device)
-        self.ts = [torch.tensor([t], device=device) for t in range(n + 1)]
-
-    @property
-    def buffers(self) -> list[torch.Tensor]:
-        return [self.k, self.v, self.u, self.codes]
-
-    def start(self, predictor: CodePredictor, g, c0, u) -> None:
-        _check_frame_inputs(predictor, g, c0, u)
-        if g.shape[0] != 1:
-            raise ValueError(f"the speculative and compiled decoders decode one stream at a time, got batch "
-                             f"{g.shape[0]}")
-        self.u.copy_(u[0])
-
-
-def dense_only(predictor: CodePredictor) -> None:
-    """Compiled calls gather their rows by index (and inductor lays weights out itself): the dense layout only."""
-    if predictor.kernel != "dense":
-        raise ValueError(f"compiled decoders take a predictor with kernel 'dense' (the compiler lays its weights out), "
-                         f"this one has {predictor.kernel!r}: pass predictor.with_kernel('dense')")
-
-
-class SpeculativeDecoder:
-    """Draft with `drafter`, verify the whole `tree` in one call per round, walk it with the shared sampler.
-
-    decode_frame(g [1, H], c0 [1], u [1, 15]) -> FrameResult: the AR codes for the same uniforms. One `Round` per
-    distinct pruned tree (the tree pruned at depth 14 - t for a root at c_t; the plain `ARStep` at t = 14).
-    compile: "none" (eager: any kernel), "inductor" or "cuda_graph" (kernel 'dense'); torch_backend: torch.compile's
-    backend (tests: "aot_eager"). core: a `FusedCore` of `predictor` to share (weight copies) with its other
-    decoders; default: `decoder_core`'s (for a dense predictor its own stack). views: eager only, the step's class
-    (`step_type`)."""
-
-    def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig,
-                 compile: str = "none", torch_backend: str | None = None, core: FusedCore | None = None,
-                 views: bool | None = None):
-        check_tree(predictor, drafter, tree)
-        self.compiler = CallCompiler(compile, predictor.device, torch_backend)
-        if compile != "none":
-            dense_only(predictor)
-        step = step_type(predictor, views) if compile == "none" else FusedStep
-        self.predictor, self.drafter, self.tree, self.sampler, self.compile = predictor, drafter, tree, sampler, compile
-        depth = max(tree.max_depth, 1)
-        self.core = decoder_core(predictor, depth, core)
-        self.state = FrameState(predictor)
-        n, buffers = predictor.num_codes, self.state.buffers
-        built: dict[SparseTree | None, tuple] = {}
-        self.rounds, self.calls, self.q = {}, {}, {}       # per root t: the module (Round / ARStep), its call, q
-        for t in range(1, n):
-            sub = tree.pruned(n - 1 - t)
-            if sub not in built:
-                if sub is None:
-                    module = ARStep.build(self.core, sampler, step)
-                else:
-                    module = Round.build(self.core, drafter, sub, sampler, step)
-                built[sub] = (module, self.compiler(module, buffers))
-            self.rounds[t], self.calls[t] = built[sub]
-            self.q[t] = 1 if sub is None else sub.size + 1
-        first = self.rounds[1]
-        self.prefill = self.compiler(Prefill(self.core, sampler, first.drafts, first.index), buffers)
-
-    @property
-    def step(self) -> FusedStep:
-        """The verify call for the whole tree (what a device runs every round)."""
-        return self.rounds[1].step
-
-    @property
-    def compile_seconds(self) -> float:
-        return self.compiler.seconds
-
-    @torch.no_grad()
-    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> FrameResult:
-        """Speculative c1..c15 for one frame. g [1, H], c0 [1], u [1, 15] -> FrameResult."""
-        p, s, n = self.predictor, self.state, self.predictor.num_codes
-        self.core.refresh()
-        s.start(p, g, c0, u)
-        eager = self.compile == "none"
-        query, cand = self.prefill(g, c0, s.k, s.v, s.u, s.codes)                           # [1, q(t = 1)], [D, m]
-        t, calls, reads, accepted, drafts = 1, 1, 0, [], []
-        while t < n:
-            q = query[:, :self.q[t]]
-            if self.q[t] > 1:
-                if eager:
-                    index = self.rounds[t].index
-                    drafts.append((t, cand[:index.depth_max, :index.width]))
-                query, t_new, cand = self.calls[t](q, s.k, s.v, s.ts[t], s.u, s.codes)
-                t_next = int(t_new)                                              # the one host read per round
-                reads += 1
-            else:
-                query = self.calls[t](q, s.k, s.v, s.ts[t], s.u, s.codes)
-                t_next = t + 1
-            accepted.append(t_next - t - 1)
-            t, calls = t_next, calls + 1
-        return FrameResult(s.codes[:n].clone()[None], calls, accepted, drafts, reads=reads)
-
-
-def frame_decoders(predictor: CodePredictor, drafter: Drafter, trees: dict, sampler: SamplerConfig
-                   ) -> tuple[ARDecoder, dict]:
-    """The eager decoders a comparison runs side by side, all over one fused core (one weight copy): an `ARDecoder`
-    and a `SpeculativeDecoder` per tree. trees {N: SparseTree} -> (ar, {N: decoder})."""
-    core = decoder_core(predictor, max([1] + [tree.max_depth for tree in trees.values()]))
-    return ARDecoder(predictor, core), {n: SpeculativeDecoder(predictor, drafter, tree, sampler, core=core)
-                                        for n, tree in trees.items()}
-
-
-class CompiledSpeculative(SpeculativeDecoder):
-    """`SpeculativeDecoder` compiled by inductor unless told otherwise."""
-
-    def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig,
-                 compile: str = "inductor", torch_backend: str | None = None):
-        super().__init__(predictor, drafter, tree, sampler, compile, torch_backend)
-
-
-class CompiledAR:
-    """The AR loop over the round's modules: decode_frame(g [1, H], c0 [1], u [1, 15]) -> FrameResult (15 calls).
-
-    frame True (default): the whole frame is one module (`ARFrame`: one graph, one host call a frame, the step
-    compiled once); False: the same `ARFrame` loop run from the host over the compiled `Prefill` and `ARStep`
-    (`prefill`, `step`: 15 host calls a frame). The host
-    reads nothing until the frame ends. compile: "none" | "inductor" | "cuda_graph"; compile_seconds: time of the
-    first calls (compile / capture)."""
-
-    def __init__(self, predictor: CodePredictor, sampler: SamplerConfig, compile: str = "inductor",
-                 torch_backend: str | None = None, frame: bool = True):
-        self.predictor, self.sampler = predictor, sampler
-        dense_only(predictor)
-        self.compiler = CallCompiler(compile, predictor.device, torch_backend)
-        self.core = decoder_core(predictor, 0)
-        self.state = FrameState(predictor)
-        buffers = self.state.buffers
-        prefill, step = Prefill(self.core, sampler), ARStep.build(self.core, sampler)
-        if frame:                                   # the step compiled once, the frame's loop over it captured
-            kernels = self.compiler.kernels
-            self.call = self.compiler.capture(ARFrame(kernels(prefill), kernels(step), predictor.num_codes,
-                                                      predictor.device), buffers)
-        else:                                       # the same loop run from the host over the compiled modules
-            self.prefill, self.step = self.compiler(prefill, buffers), self.compiler(step, buffers)
-            self.call = ARFrame(self.prefill, self.step, predictor.num_codes, predictor.device)
-
-    @property
-    def compile_seconds(self) -> float:
-        return self.compiler.seconds
-
-    @torch.no_grad()
-    def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> FrameResult:
-        p, s = self.predictor, self.state
-        self.core.refresh()
-        s.start(p, g, c0, u)
-        self.call(g, c0, s.k, s.v, s.u, s.codes)
-        return FrameResult(s.codes[:p.num_codes].clone()[None], calls=p.num_codes, reads=0)
+def step_type(predictor: CodePredictor, views: bool | None = None) -> type:
+    """The eager host loop's verify call: `ViewStep` (views True; default None: on a CPU) or the gathered
+    `FusedStep`."""
+    return ViewStep if (predictor.device.type == "cpu" if views is None else views) else FusedStep
 
 
 def first_rounds(tokens_per_step: float, num_codes: int = 15) -> int:
@@ -300,53 +84,155 @@ def first_rounds(tokens_per_step: float, num_codes: int = 15) -> int:
     return max(1, min(num_codes - 1, math.ceil(num_codes / tokens_per_step - 1 - 1e-9)))
 
 
-class FrameSpeculative:
-    """The speculative decoder with the host out of the loop: decode_frame(g [1, H], c0 [1], u [1, 15]) ->
-    FrameResult (the AR codes for the same uniforms; `reads`: host reads of the frame).
+class Decoder:
+    """Decode frames: the AR loop (drafter, tree None) or speculative decoding with `drafter` over `tree`.
 
-    first: rounds in the first graph (with the prefill); then: rounds in each further graph. compile: "none",
-    "inductor" (the round compiled once, the loops run from the host), "cuda_graph" or "inductor_graph" (each loop
-    one CUDA graph over the eager, or inductor's, round). Kernel 'dense'; the gathered `FusedStep`."""
+    sampler: the talker's sampling settings; compile, rounds_per_graph: see the module docstring; torch_backend:
+    torch.compile's backend (tests: "aot_eager"); core: a `FusedCore` of `predictor` to share; views: the eager host
+    loop's call (default None: `ViewStep` on a CPU). Buffers (`buffers`: caches k, v, uniforms u, codes) are the
+    decoder's own, made per batch size: a captured graph reads and writes them in place (batch 1 only)."""
 
-    def __init__(self, predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig,
-                 compile: str = "cuda_graph", first: int = 6, then: int = 1, torch_backend: str | None = None):
-        check_tree(predictor, drafter, tree)
-        if tree.size < 1:
-            raise ValueError("a speculative frame needs a tree of at least one node")
+    def __init__(self, predictor: CodePredictor, sampler: SamplerConfig, drafter: Drafter | None = None,
+                 tree: SparseTree | None = None, compile: str = "none", rounds_per_graph: tuple[int, int] | None = None,
+                 torch_backend: str | None = None, core: FusedCore | None = None, views: bool | None = None):
         n = predictor.num_codes
-        for name, value in (("first", first), ("then", then)):
+        self.predictor, self.sampler, self.drafter, self.tree = predictor, sampler, drafter, tree
+        self.compile, self.rounds_per_graph, self.n = compile, rounds_per_graph, n
+        self.compiler = CallCompiler(compile, predictor.device, torch_backend)
+        self._check(predictor, drafter, tree, rounds_per_graph)
+        host_loop = compile == "none" and rounds_per_graph is None
+        self.batched = host_loop and tree is None                  # the eager AR loop: any batch at once
+        step = step_type(predictor, views) if host_loop else FusedStep
+        if step is FusedStep and predictor.kernel != "dense":
+            raise ValueError(f"compiled decoders take a predictor with kernel 'dense' (their calls gather rows by "
+                             f"index), this one has {predictor.kernel!r}: pass predictor.with_kernel('dense')")
+        self.core = decoder_core(predictor, core)
+        self.states: dict[int, list[torch.Tensor]] = {}
+        self.indices: dict[SparseTree, TreeIndex] = {}
+        self.ts = [torch.full((1,), t, device=predictor.device) for t in range(n)]        # root positions [t]
+        buffers = self.buffers(1)
+        kernels, capture = self.compiler.kernels, self.compiler.capture
+        if tree is None:
+            prefill, ar = Prefill(self.core, sampler), ARStep.build(self.core, sampler, step)
+            self.step = ar.step
+            self.frame = (ARFrame(self.compiler(prefill, buffers), self.compiler(ar, buffers), n, predictor.device)
+                          if rounds_per_graph is None else
+                          capture(ARFrame(kernels(prefill), kernels(ar), n, predictor.device), buffers))
+            return
+        self.round = Round.build(self.core, drafter, tree, sampler, step)
+        self.step = self.round.step
+        prefill = Prefill(self.core, sampler, self.round.drafts, self.round.index)
+        if rounds_per_graph is None:
+            self.prefill, self.call = self.compiler(prefill, buffers), self.compiler(self.round, buffers)
+            return
+        first, then = rounds_per_graph
+        self.status = [torch.zeros(1, tree.size + 1, dtype=torch.long, device=predictor.device),   # query, t, rounds
+                       torch.ones(1, dtype=torch.long, device=predictor.device),
+                       torch.zeros(1, dtype=torch.long, device=predictor.device)]
+        round = kernels(self.round)                                     # compiled once, called by both loops
+        self.open = capture(SpeculativeFrame(kernels(prefill), RoundLoop(round, first, n)), self.status + buffers)
+        self.more = capture(RoundLoop(round, then, n), self.status + buffers)
+
+    @staticmethod
+    def _check(predictor: CodePredictor, drafter, tree, rounds_per_graph) -> None:
+        """Clear errors for a drafter without a tree, a tree deeper than the drafter's K or longer than the query, and
+        rounds per graph outside 1..14 (AR: 14, its whole frame)."""
+        n = predictor.num_codes
+        if (drafter is None) != (tree is None):
+            raise ValueError("a speculative decoder takes a drafter and a tree, the AR decoder neither")
+        if tree is not None and tree.max_depth > drafter.depth:
+            raise ValueError(f"tree depth {tree.max_depth} exceeds the drafter's K={drafter.depth}; "
+                             f"allowed tree depth: 1..{drafter.depth}")
+        if tree is not None and tree.size + 1 > predictor.max_query:
+            raise ValueError(f"tree of {tree.size} nodes needs a query of {tree.size + 1} tokens; "
+                             f"the predictor allows max_query={predictor.max_query}")
+        for name, value in zip(("first", "then"), rounds_per_graph or ()):
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= n - 1:
                 raise ValueError(f"{name}={value!r} rounds per graph; allowed: an integer in 1..{n - 1}")
-        dense_only(predictor)
-        self.predictor, self.drafter, self.tree, self.sampler = predictor, drafter, tree, sampler
-        self.compile, self.first, self.then = compile, first, then
-        self.compiler = CallCompiler(compile, predictor.device, torch_backend)
-        self.core = decoder_core(predictor, max(tree.max_depth, 1))
-        self.state = s = FrameState(predictor)
-        device = predictor.device
-        self.query = torch.zeros(1, tree.size + 1, dtype=torch.long, device=device)
-        self.t = torch.ones(1, dtype=torch.long, device=device)
-        self.rounds = torch.zeros(1, dtype=torch.long, device=device)
-        buffers = [self.query, self.t, self.rounds] + s.buffers
-        self.round = Round.build(self.core, drafter, tree, sampler)
-        round = self.compiler.kernels(self.round)                       # compiled once, called by both loops
-        prefill = self.compiler.kernels(Prefill(self.core, sampler, self.round.drafts, self.round.index))
-        self.open = self.compiler.capture(SpeculativeFrame(prefill, RoundLoop(round, first, n)), buffers)
-        self.more = self.compiler.capture(RoundLoop(round, then, n), buffers)
+        if tree is None and rounds_per_graph is not None and rounds_per_graph[0] != n - 1:
+            raise ValueError(f"the AR frame has a fixed length: rounds_per_graph None (the host loop) or "
+                             f"({n - 1}, any) (the whole frame one module), got {rounds_per_graph}")
+
+    def buffers(self, batch: int) -> list[torch.Tensor]:
+        """The decoder's buffers for `batch` streams, made once per batch size: caches k, v [L, B, kv, S, d], the
+        frame's uniforms u (float64) and codes (long: c1..c15 and a spare slot a round writes what it discards into),
+        [15] and [15 + 1] at batch 1 (what the rounds take), else [B, 15] and [B, 15 + 1]."""
+        if batch not in self.states:
+            lead, device = (() if batch == 1 else (batch,)), self.predictor.device
+            self.states[batch] = [*self.core.empty_cache(batch),
+                                  torch.zeros(*lead, self.n, dtype=torch.float64, device=device),
+                                  torch.zeros(*lead, self.n + 1, dtype=torch.long, device=device)]
+        return self.states[batch]
+
+    def index(self, t: int) -> TreeIndex | None:
+        """The tables of the nodes a round rooted at c_t may accept: the tree pruned at depth 14 - t (None at c14:
+        the root alone). What the walk-throughs and replays rebuild a round from (built on first use)."""
+        sub = self.tree.pruned(self.n - 1 - t)
+        if sub is not None and sub not in self.indices:
+            self.indices[sub] = TreeIndex(sub, self.predictor.device)
+        return None if sub is None else self.indices[sub]
 
     @property
     def compile_seconds(self) -> float:
         return self.compiler.seconds
 
+    def reload(self) -> None:
+        """Lay the official weights out again (after training or loading them, or moving the model): the decoder's
+        calls read the new ones from the next frame on."""
+        self.core.refresh()
+
+    def check(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> None:
+        """Raise for inputs the frame cannot take: shapes, c0 outside its vocabulary (host reads), a batch of several
+        frames where a speculative or compiled decoder decodes one stream."""
+        if g.dim() != 2 or c0.dim() != 1 or g.shape[0] != c0.shape[0]:
+            raise ValueError(f"expected g [B, H] and c0 [B], got {tuple(g.shape)} and {tuple(c0.shape)}")
+        if tuple(u.shape) != (g.shape[0], self.n):
+            raise ValueError(f"expected uniforms [B={g.shape[0]}, {self.n}], got {tuple(u.shape)}")
+        if g.shape[0] != 1 and not self.batched:
+            raise ValueError(f"the speculative and compiled decoders decode one stream at a time, got batch "
+                             f"{g.shape[0]}")
+        self.predictor.check_codes(c0[:, None], first_pos=0)
+
     @torch.no_grad()
     def decode_frame(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> FrameResult:
-        p, s, n = self.predictor, self.state, self.predictor.num_codes
-        self.core.refresh()
-        s.start(p, g, c0, u)
-        t, rounds = self.open(g, c0, self.query, self.t, self.rounds, s.k, s.v, s.u, s.codes).tolist()
-        reads = 1
-        while t < n:
-            t, rounds = self.more(self.query, self.t, self.rounds, s.k, s.v, s.u, s.codes).tolist()
-            reads += 1
-        return FrameResult(s.codes[:n].clone()[None], calls=1 + rounds, reads=reads)
+        """c1..c15 of a batch of frames (speculative or compiled: B = 1). g [B, H], c0 [B], u [B, 15]."""
+        self.check(g, c0, u)
+        return self.run(g, c0, u)
 
+    @torch.no_grad()
+    def run(self, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> FrameResult:
+        """The frame itself, on inputs `check` has passed."""
+        k, v, uniforms, codes = buffers = self.buffers(g.shape[0])
+        uniforms.copy_(u.reshape(uniforms.shape))
+        n, calls, reads, accepted, drafts = self.n, self.n, 0, [], []
+        if self.tree is None:
+            self.frame(g, c0, *buffers)
+        elif self.rounds_per_graph is None:
+            query, cand = self.prefill(g, c0, *buffers)                                  # [1, N + 1], [D, m]
+            t, calls = 1, 1
+            while t < n:
+                if self.compile == "none" and t < n - 1:                  # the depths this round may accept
+                    depth = min(self.round.index.depth_max, n - 1 - t)
+                    drafts.append((t, cand[:depth, :max(self.tree.width[:depth])]))
+                query, t_new, cand = self.call(query, k, v, self.ts[t], uniforms, codes)
+                t_next = int(t_new) if t < n - 1 else n            # the one host read per round; c14's ends the frame
+                reads += t < n - 1
+                accepted.append(t_next - t - 1)
+                t, calls = t_next, calls + 1
+        else:
+            rounds, t = divmod(int(self.open(g, c0, *self.status, *buffers)), n + 1)   # one host read per graph
+            reads = 1
+            while t < n:
+                rounds, t = divmod(int(self.more(*self.status, *buffers)), n + 1)
+                reads += 1
+            calls = 1 + rounds
+        return FrameResult(codes[..., :n].clone().view(g.shape[0], n), calls, accepted, drafts, reads)
+
+
+def frame_decoders(predictor: CodePredictor, drafter: Drafter, trees: dict, sampler: SamplerConfig
+                   ) -> tuple[Decoder, dict]:
+    """The eager decoders a comparison runs side by side, all over one fused core (one weight copy): the AR decoder
+    and a speculative one per tree. trees {N: SparseTree} -> (ar, {N: decoder})."""
+    core = decoder_core(predictor)
+    return Decoder(predictor, sampler, core=core), {n: Decoder(predictor, sampler, drafter, tree, core=core)
+                                                    for n, tree in trees.items()}

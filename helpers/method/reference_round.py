@@ -1,9 +1,9 @@
-"""The readable reference round: one frame of `SpeculativeDecoder.decode_frame` recomputed round by round with plain
+"""The readable reference round: one frame of a speculative `Decoder.decode_frame` recomputed round by round with plain
 `CodePredictor` calls over each round's tree query, every node's target p, CDF and draw kept (notebook 00 prints
 them; tests/test_walkthrough.py checks them against the decoder).
 
-`reference_frame` uses the decoder's own rounds (trees, and their walk `helpers.method.tree.accept`) and raises
-unless its codes, accepted counts and drafts equal the decoder's and its codes equal `decode_frame_ar`'s. It
+`reference_frame` uses the decoder's own trees (`Decoder.index`, and their walk `helpers.method.tree.accept`) and
+raises unless its codes, accepted counts and drafts equal the decoder's and its codes equal the AR decoder's. It
 recomputes on purpose: a reader sees each node's full target, which the decoder's fused call never materialises on
 the host (it samples every node at once), and a second, readable stack reaching the decoder's codes is a proof, not
 a replay of the decoder's own numbers. The walk itself is not written again: it is the round's.
@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import top_candidates
 from helpers.method.sampler import frame_uniforms, sample, target_probs
 from helpers.method.tree import accept
@@ -33,7 +33,7 @@ def _draw(p: torch.Tensor, u: float, drawn: int) -> dict:
 
 
 @torch.no_grad()
-def reference_frame(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> dict:
+def reference_frame(decoder: Decoder, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor) -> dict:
     """Every round of one frame, recomputed with `CodePredictor` calls. g [1, H], c0 [1], u [1, n].
 
     Returns {"u", "c1", "rounds", "codes", "ar_codes", "accepted"}; each round: t, cache length, drafts [D][m],
@@ -50,8 +50,7 @@ def reference_frame(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tens
     out = {"u": uu, "c1": _draw(p1, uu[0], root), "rounds": []}
     codes, accepted, drafts, t = [root], [], [], 1
     while t < n:
-        module = decoder.rounds[t]
-        ix = getattr(module, "index", None)                  # a Round's tree tables; None for the plain last call
+        ix = decoder.index(t)                               # the tree this round may accept from; None at c14
         if ix is None:
             cand, tokens, depth, mask = None, [root], [0], torch.ones(1, 1, dtype=torch.bool, device=p.device)
         else:
@@ -97,11 +96,11 @@ def reference_frame(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tens
                                 for j, i in enumerate(path)}
             root, h = ys[node], hidden[:, node]
             rnd["next drafts from"] = (f"h_{t} at query index {node} (path {nodes[node]['path']})"
-                                       if decoder.q[t] > 1 else
+                                       if decoder.index(t) is not None else
                                        f"none: c{t + 1} is the frame's last code, one plain call")
         out["rounds"].append(rnd)
     spec = decoder.decode_frame(g, c0, u)
-    ar = decode_frame_ar(p, g, c0, sampler, u).codes[0].tolist()
+    ar = Decoder(p, sampler).decode_frame(g, c0, u).codes[0].tolist()
     if spec.codes[0].tolist() != codes or spec.accepted != accepted or ar != codes:
         raise RuntimeError(f"walkthrough {codes} / accepted {accepted} differs from the decoder "
                            f"{spec.codes[0].tolist()} / {spec.accepted} or AR {ar}")

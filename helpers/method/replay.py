@@ -25,7 +25,7 @@ from itertools import islice
 
 import torch
 
-from helpers.method.decoding import SpeculativeDecoder
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import top_candidates
 from helpers.method.sampler import frame_uniforms
 from helpers.method.tree import accept
@@ -58,7 +58,7 @@ class Replay:
 
 
 @torch.no_grad()
-def replay_calls(decoder: SpeculativeDecoder, runs: list, seeds: list[int], strict: bool = True) -> Replay:
+def replay_calls(decoder: Decoder, runs: list, seeds: list[int], strict: bool = True) -> Replay:
     """Model calls per frame of each run (a `Synthesis`: codes [T, 16], g [T, H_talker]), decoded again by
     `decoder`; a frame whose codes differ raises (strict) or is counted."""
     p = decoder.predictor
@@ -80,7 +80,7 @@ def replay_calls(decoder: SpeculativeDecoder, runs: list, seeds: list[int], stri
 
 
 @torch.no_grad()
-def walk_calls(decoder: SpeculativeDecoder, runs: list, states: torch.Tensor | None = None) -> Replay:
+def walk_calls(decoder: Decoder, runs: list, states: torch.Tensor | None = None) -> Replay:
     """Model calls per frame of each run (a `Synthesis`: codes [T, 16], g [T, H_talker]) for a decoder that emits
     the recorded codes (an exact inner loop): each root position's round walked (`accept`) over the recorded codes
     for every frame at once, with drafts from the teacher-forced states. Nothing is decoded, so `mismatched` is 0 by
@@ -96,11 +96,11 @@ def walk_calls(decoder: SpeculativeDecoder, runs: list, states: torch.Tensor | N
         raise ValueError(f"states must be [{codes.shape[0]}, {p.num_codes}, H] for these runs, got {tuple(states.shape)}")
     n = p.num_codes
     next_t = {}                                              # per root t: each frame's next root after its round
-    for t, module in decoder.rounds.items():
-        if decoder.q[t] == 1:
+    for t in range(1, n):
+        ix = decoder.index(t)                                # the nodes a round rooted at c_t may accept
+        if ix is None:
             next_t[t] = torch.full((codes.shape[0],), t + 1, device=codes.device)
             continue
-        ix = module.index
         cand = top_candidates(d, states[:, t - 1], t, ix.depth_max, ix.width)                     # [F, D, m]
         tokens = ix.query(codes[:, t], cand)                                                      # [F, q]
         ys = codes.index_select(1, t + 1 + ix.depth)              # [F, q]: the recorded code each token's sample draws

@@ -110,7 +110,7 @@ class ARFrame(nn.Module):
     """A whole AR frame, the one AR loop: `Prefill`, then `ARStep` at t = 1..14, each given its position as a
     device tensor made once (no host data in the loop, so captured it is one graph). forward(g [B, Ht], c0 [B], k, v,
     u [B, 15] or [15], codes [B, 15 + 1] or [15 + 1]) -> c15 [B, 1]; the codes in `codes`. prefill, step: the
-    modules (eager: `ARDecoder`), or their compiled versions (one compiled step serves every t)."""
+    modules (eager: the `Decoder`'s host loop), or their compiled versions (one compiled step serves every t)."""
 
     def __init__(self, prefill: nn.Module, step: nn.Module, num_codes: int, device: torch.device):
         super().__init__()
@@ -196,8 +196,9 @@ class Round(nn.Module):
 class RoundLoop(nn.Module):
     """`count` rounds of one full-tree `Round`, in place on the frame's buffers.
 
-    forward(query [1, q], t [1], rounds [1], k, v, u [15], codes [15 + 1]) -> status [2] = (t, rounds): the next
-    root position (15: the frame is done) and the rounds that did work so far (calls = rounds + 1, the prefill)."""
+    forward(query [1, q], t [1], rounds [1], k, v, u [15], codes [15 + 1]) -> status [1] = rounds * 16 + t, one
+    integer (one host read): t the next root position (15: the frame is done), rounds the rounds that did work so
+    far (calls = rounds + 1, the prefill)."""
 
     def __init__(self, round: nn.Module, count: int, num_codes: int):
         super().__init__()
@@ -211,12 +212,12 @@ class RoundLoop(nn.Module):
         query.copy_(q)
         t.copy_(position)
         rounds.copy_(done)
-        return torch.cat((t, rounds))
+        return done * (self.num_codes + 1) + position
 
 
 class SpeculativeFrame(nn.Module):
     """`Prefill` (c1 and round 1's query), then `RoundLoop`. forward(g [1, Ht], c0 [1], query, t, rounds, k, v, u,
-    codes) -> status [2] = (t, rounds), as `RoundLoop`."""
+    codes) -> status [1], as `RoundLoop`."""
 
     def __init__(self, prefill: Prefill, loop: RoundLoop):
         super().__init__()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from helpers.method.decoding import FrameResult, SpeculativeDecoder
+from helpers.method.decoding import Decoder, FrameResult
 from helpers.method.tree import accept
 
 
@@ -45,13 +45,12 @@ class RoundRecord:
         return len(self.accepted_path) - 1
 
 
-def round_records(decoder: SpeculativeDecoder, result: FrameResult) -> list[RoundRecord]:
+def round_records(decoder: Decoder, result: FrameResult) -> list[RoundRecord]:
     """Every tree round of `result` (a frame `decoder.decode_frame` returned, batch 1, eager), in order."""
     codes = result.codes[0].tolist()                       # c1..c15
     records = []
     for i, (t, cand) in enumerate(result.drafts):
-        module = decoder.rounds[t]
-        ix = module.index
+        ix = decoder.index(t)                              # the nodes this round could accept: a prefix of the tree's
         cand = cand.to(ix.node_depth.device)
         tokens = ix.query(torch.tensor([codes[t - 1]], device=cand.device), cand[None])[0].tolist()
         committed = codes[t:t + result.accepted[i] + 1]
@@ -63,9 +62,10 @@ def round_records(decoder: SpeculativeDecoder, result: FrameResult) -> list[Roun
         if taken != committed:
             raise AssertionError(f"round {i} (t={t}): the walk over the recorded codes commits {taken}, "
                                  f"the decoder committed {committed}")
-        step = module.step
+        step, q = decoder.step, ix.q                       # the whole tree's verify call: its first q tokens
         records.append(RoundRecord(
             t=t, tokens=tokens, paths=[()] + list(ix.tree.paths), depth=depth,
-            positions=step.position[t].tolist(), visible=step.visible[t], cache_length=t + 1,
+            positions=step.position[t, :q].tolist(), visible=step.visible[t, :q, :step.core.slots + q],
+            cache_length=t + 1,
             drafts=cand.tolist(), accepted_path=path, committed=committed))
     return records

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 import torch
 from tqdm.auto import tqdm
 
-from helpers.method.decoding import ARDecoder
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import Drafter
 from helpers.method.checks import int_at_least, positive_int
 from helpers.method.sampler import SamplerConfig, frame_uniforms
@@ -69,8 +69,8 @@ def sampled_targets(predictor, g: torch.Tensor, codes: torch.Tensor, sampler: Sa
     `sampler` from each frame's (g, c0), one frame's uniforms per frame from `generator`. A drafter is accepted
     when it guesses the predictor's draws, so these are what it should learn; the codec's codes are the data's."""
     u = frame_uniforms(generator, predictor.num_codes, batch=g.shape[0], device=codes.device)
-    ar = ARDecoder(predictor)
-    drawn = [ar.decode_frame(g[i:i + batch_size], codes[i:i + batch_size, 0], sampler, u[i:i + batch_size]).codes
+    ar = Decoder(predictor, sampler)
+    drawn = [ar.decode_frame(g[i:i + batch_size], codes[i:i + batch_size, 0], u[i:i + batch_size]).codes
              for i in range(0, g.shape[0], batch_size)]
     return torch.cat((codes[:, :1], torch.cat(drawn).to(codes.dtype)), dim=1)
 

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
-from helpers.method.decoding import SpeculativeDecoder, decode_frame_ar
+from helpers.method.decoding import Decoder
 from helpers.method.drafters import DRAFTERS, make_drafter
 from helpers.method.predictor import CodePredictor
 from helpers.method.reference_round import acceptance_check, node_targets, reference_frame
@@ -65,9 +65,9 @@ def frame_walkthrough(predictor: CodePredictor, g: torch.Tensor, c0: torch.Tenso
     """
     sampler = SamplerConfig()
     u = frame_uniforms(torch.Generator().manual_seed(seed), predictor.num_codes, batch=1, device=predictor.device)
-    ar = decode_frame_ar(predictor, g, c0, sampler, u).codes[0].tolist()
-    spec = SpeculativeDecoder(predictor, make_drafter(drafter_kind, predictor, depth), SparseTree.chain(depth),
-                              sampler).decode_frame(g, c0, u)
+    ar = Decoder(predictor, sampler).decode_frame(g, c0, u).codes[0].tolist()
+    spec = Decoder(predictor, sampler, make_drafter(drafter_kind, predictor, depth),
+                   SparseTree.chain(depth)).decode_frame(g, c0, u)
     if spec.codes[0].tolist() != ar:
         raise RuntimeError("speculative and AR decoding of the same frame differ: losslessness broken")
     ar_rows = [{"call": t, "position": f"c{t}", "code": code} for t, code in enumerate(ar, 1)]
@@ -118,12 +118,11 @@ TOY_TREE = ((0,), (1,), (0, 0))         # two candidates for the first drafted c
 
 
 def toy_decoder(seed: int = 0, depth: int = 2, tree=TOY_TREE, sampler: SamplerConfig | None = None
-                ) -> SpeculativeDecoder:
+                ) -> Decoder:
     """An official tiny talker (vocabulary 4, codes c1..c5, float64) with reused heads as drafter, K = `depth`,
     the deployed sampler unless `sampler` is given."""
     predictor = CodePredictor.from_talker(build_tiny_talker(TOY_SPEC, seed=seed), max_query=len(tree) + 1)
-    return SpeculativeDecoder(predictor, make_drafter("reused", predictor, depth), SparseTree(tree),
-                              sampler or SamplerConfig())
+    return Decoder(predictor, sampler or SamplerConfig(), make_drafter("reused", predictor, depth), SparseTree(tree))
 
 
 def toy_frame(seed: int = 0, num_codes: int = 5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -36,7 +36,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from helpers.artifacts import atomic_write
-from helpers.method.decoding import FrameResult, SpeculativeDecoder
+from helpers.method.decoding import Decoder, FrameResult
 from helpers.method.sampler import frame_uniforms
 from helpers.method.rounds import RoundRecord, round_records
 from helpers.method.tree import SparseTree
@@ -370,7 +370,7 @@ def loop_calls(frames_per_second: float, num_codes: int, tokens_per_step: float)
 
 
 @torch.no_grad()
-def frames_tokens_per_step(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tensor, seed: int) -> float:
+def frames_tokens_per_step(decoder: Decoder, g: torch.Tensor, c0: torch.Tensor, seed: int) -> float:
     """Codes per inner call of `decoder` over frames g [F, H_talker], c0 [F] (uniforms from `seed`): 15 F / calls."""
     p = decoder.predictor
     u = frame_uniforms(torch.Generator().manual_seed(seed), p.num_codes, batch=g.shape[0], device=p.device)
@@ -429,7 +429,7 @@ def nested_loops(run: dict, run_label: str, paper: dict | None = None):
 
 
 # ------------------------------------------------------------------ Figure 2
-def example_round(decoder: SpeculativeDecoder, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor,
+def example_round(decoder: Decoder, g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor,
                   min_accepted: int = 1) -> tuple[int, int, RoundRecord, FrameResult]:
     """The first round, in frame order, that accepted at least `min_accepted` drafts (else frame 0's first round).
     g [F, H_talker], c0 [F], u [F, 15] on the decoder's device. -> (frame, round index, record, the frame's result)"""
