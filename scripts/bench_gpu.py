@@ -10,14 +10,14 @@ validation frames; `helpers.experiment.inner_loop_pack`), so it trains nothing a
 (a) miniature, float32, whole frames side by side on the same frames and uniforms (`side_by_side`): the official
     generate; AR eager, one graph per step (cuda_graph), the frame one graph (cuda_graph, inductor_graph);
     speculative per N: eager, one graph per round with a host read after each (cuda_graph), and
-    `FrameSpeculative` (first graph of k1 rounds, k1 from the calibrated tokens/step; cuda_graph, inductor_graph).
+    the k-rounds-per-graph `Decoder` (first graph of k1 rounds, k1 from the calibrated tokens/step; cuda_graph, inductor_graph).
     Codes checked equal to the eager AR loop's, frame by frame.
 (b) the captured round's parts at t = 1 (AR call, verify call, whole round) in cuda_graph and inductor_graph.
 (c) kernels per AR step and per round, host reads per frame (`helpers.measure.kernel_counts`).
 (d) the 0.6B shape, bfloat16, random weights: captured AR call, verify and round per N (cuda_graph,
     inductor_graph), and the projection from the measured round and the paper's own tokens/step (N = 16, 32).
 (e) exactness in float64 on the device: every mode's AR frame, per-round and frame decoders against the eager AR loop;
-    at the real size (f's model, a few frames) the AR frame and `FrameSpeculative` too, and its AR codes against
+    at the real size (f's model, a few frames) the AR frame and the k-rounds-per-graph `Decoder` too, and its AR codes against
     the miniature's.
 (f) the miniature at the real code predictor's size (`helpers.adapter.full_size`: the same codes at the 0.6B shape's
     cost), bfloat16: whole frames side by side in every mode, as (a), speedups measured, not projected.
@@ -115,7 +115,7 @@ def mini_part(args, device, modes, out: dict, save) -> None:
 
 def frames_side_by_side(p, d, trees, sampler, g, c0, u, modes, first, seed) -> dict:
     """Whole frames of every system in every mode (`side_by_side`, with the frame decoders: the AR frame one graph and
-    `FrameSpeculative` with `first` {N: k1} rounds in its first graph), codes checked against the eager AR loop."""
+    the k-rounds-per-graph `Decoder` with `first` {N: k1} rounds in its first graph), codes checked against the eager AR loop."""
     from helpers.measure.compiled_latency import side_by_side
     from helpers.method.decoding import Decoder
 
@@ -206,7 +206,7 @@ def real_part(args, device, modes, out: dict, deadline: float, save) -> None:
 
 def exact_part(args, device, modes, out: dict, save) -> None:
     """(e) In float64 on the device, every mode's decoders return the eager AR loop's codes frame by frame: the AR
-    frame, the per-round speculative decoder and `FrameSpeculative` (inductor_graph: the largest N alone)."""
+    frame, the per-round speculative decoder and the k-rounds-per-graph `Decoder` (inductor_graph: the largest N alone)."""
     import torch
 
     from helpers.experiment.inner_loop_pack import load_pack
@@ -285,7 +285,7 @@ def markdown(out: dict) -> str:
                   f"{side['ratios'][spec][best_ar] / rows[spec]['tokens_per_step']:.2f}).", ""]
         a = mini.get("anatomy")
         if a:
-            lines += [f"The frame's parts, `FrameSpeculative` at N = {max(mini['first_rounds'], key=int)}, "
+            lines += [f"The frame's parts, the k-rounds-per-graph `Decoder` at N = {max(mini['first_rounds'], key=int)}, "
                       f"{a['compile']}, k2 = {a['then']} (`helpers.measure.frame_anatomy`):", "",
                       "| k1 | ms per frame | first graph + read, ms | one more graph + read, ms | rounds with work | "
                       "rounds run | reads |", "|---|---|---|---|---|---|---|"]

@@ -1,5 +1,5 @@
-"""The speculative frame in few graphs (`helpers.method.decoding.FrameSpeculative`): the AR codes for the same
-uniforms (float64), the same calls as the eager speculative decoder, and one host read for a frame that fits the
+"""The speculative frame in few graphs (`helpers.method.decoding.Decoder` with `rounds_per_graph`): the AR codes
+for the same uniforms (float64), the same calls as the eager speculative decoder, and one host read for a frame that fits the
 first graph.
 
 Its rounds run the full tree at every root (masked past c15) where the eager decoder prunes it: both walk the
