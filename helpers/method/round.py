@@ -196,9 +196,9 @@ class Round(nn.Module):
 class RoundLoop(nn.Module):
     """`count` rounds of one full-tree `Round`, in place on the frame's buffers.
 
-    forward(query [1, q], t [1], rounds [1], k, v, u [15], codes [15 + 1]) -> status [1] = rounds * 16 + t, one
-    integer (one host read): t the next root position (15: the frame is done), rounds the rounds that did work so
-    far (calls = rounds + 1, the prefill)."""
+    forward(query [1, q], t [1], rounds [1], k, v, u [15], codes [15 + 1]) -> status [1] = rounds * 16 + t (16:
+    num_codes + 1), one integer, so one host read: t the next root position (15: the frame is done), rounds the
+    rounds that did work so far (calls = rounds + 1, the prefill)."""
 
     def __init__(self, round: nn.Module, count: int, num_codes: int):
         super().__init__()
