@@ -36,7 +36,7 @@ test-fast: setup
 # on the miniature of params/mini.yaml (its cached stages, shared with make run; built if absent), and where
 # a round's time goes phase by phase; prints the tables, saves outputs/bench/latency_mini_cpu.json.
 bench: setup
-	$(PY) -m helpers.experiment.bench
+	$(PY) -m helpers.experiment.bench.bench
 
 # Where speculation must pay: a GPU at batch 1 (scripts/bench_gpu.py; docs/gpu.md runs it on a bare CUDA machine).
 # Reads the shipped miniature (outputs/gpu-pack/) and writes outputs/gpu-reference/ (JSON and Markdown); ~5 minutes.
@@ -45,7 +45,7 @@ bench-gpu: setup
 
 # Rebuild outputs/gpu-pack/ (what bench-gpu reads) from the cached stages of params/mini.yaml (built if absent).
 gpu-pack: setup
-	$(PY) -m helpers.experiment.inner_loop_pack --params params/mini.yaml --out outputs/gpu-pack
+	$(PY) -m helpers.experiment.bench.inner_loop_pack --params params/mini.yaml --out outputs/gpu-pack
 
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks

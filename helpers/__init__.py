@@ -8,9 +8,9 @@ Folders by layer, imports running downward only (tests/test_architecture.py chec
     backends/    the interface and its two backends: mini (offline miniature), qwen3 (the real model)
     measure/     latency, phase profile, Core ML export
     report/      tables, figures, report.md, the paper's numbers
-    experiment/  parameters, cached stages, metrics.json, the runner, bench and shard command lines
+    experiment/  run/ (parameters, the runner, metrics.json), stages/ (the cached stages, shards), bench/, preflight/
 
-`python -m helpers PARAMS` runs the notebook sequence (helpers.experiment.runner).
+`python -m helpers PARAMS` runs the notebook sequence (helpers.experiment.run.runner).
 """
 
 import os as _os
@@ -21,6 +21,6 @@ _set_global_pins()      # before numpy / torch load: every process of the projec
                         # (numerics.py), unless the caller sets its own; import helpers first
 
 if _os.environ.get("RVQ_PROGRESS_LOG"):      # under the runner: bars and build notes to its log, not the notebook
-    from helpers.experiment.quiet import route_progress as _route
+    from helpers.experiment.run.quiet import route_progress as _route
 
     _route(_os.environ["RVQ_PROGRESS_LOG"])

@@ -4,7 +4,7 @@
     python scripts/bench_gpu.py --device cpu --quick --out outputs/bench-gpu-cpu  # this CPU: the same code, eager modes only
 
 It reads the shipped miniature (outputs/gpu-pack/: the code predictor, trained drafters, calibration tables and
-validation frames; `helpers.experiment.inner_loop_pack`), so it trains nothing and needs no espeak, and builds the
+validation frames; `helpers.experiment.bench.inner_loop_pack`), so it trains nothing and needs no espeak, and builds the
 0.6B shape with random weights. docs/gpu.md says how to run it on a bare CUDA machine. Four parts:
 
 (a) miniature, float32, whole frames side by side on the same frames and uniforms (`side_by_side`): the official
@@ -69,7 +69,7 @@ def projection(ar_ms: float, round_ms: float, tokens_per_step: float, num_codes:
 def mini_part(args, device, modes, out: dict, save) -> None:
     import torch
 
-    from helpers.experiment.inner_loop_pack import load_pack
+    from helpers.experiment.bench.inner_loop_pack import load_pack
     from helpers.measure.compiled_latency import compiled_round_profile
     from helpers.measure.frame_anatomy import format_frame_anatomy, frame_anatomy
     from helpers.measure.kernel_counts import kernel_counts
@@ -138,7 +138,7 @@ def full_pack(args, device, dtype):
     import torch
 
     from helpers.adapter.full_size import full_size
-    from helpers.experiment.inner_loop_pack import load_pack
+    from helpers.experiment.bench.inner_loop_pack import load_pack
     from helpers.method.predictor import CodePredictor
 
     pack = load_pack(args.pack, device, torch.float64 if dtype == torch.float64 else torch.float32)
@@ -209,7 +209,7 @@ def exact_part(args, device, modes, out: dict, save) -> None:
     frame, the per-round speculative decoder and the k-rounds-per-graph `Decoder` (inductor_graph: the largest N alone)."""
     import torch
 
-    from helpers.experiment.inner_loop_pack import load_pack
+    from helpers.experiment.bench.inner_loop_pack import load_pack
     from helpers.method.decoding import Decoder
     from helpers.method.sampler import frame_uniforms
 
@@ -358,8 +358,8 @@ def main(argv=None) -> int:
     import helpers  # noqa: F401  (the numerical pins, before torch's first use)
     import torch
 
-    from helpers.experiment.process import process_settings
-    from helpers.experiment.quiet import silence_banners
+    from helpers.experiment.run.process import process_settings
+    from helpers.experiment.run.quiet import silence_banners
     silence_banners()
     process_settings()                    # where this process starts: dynamo's cap for every compiled Round
 

@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers.experiment.process import process_settings  # noqa: E402
+from helpers.experiment.run.process import process_settings  # noqa: E402
 from helpers.method.compiler import COMPILE_MODES  # noqa: E402
 from helpers.method.calibration import REFERENCE_TABLE, expected_tokens_per_step, greedy_tree  # noqa: E402
 from helpers.method.predictor import CodePredictor  # noqa: E402
@@ -82,7 +82,7 @@ def main(argv=None) -> dict:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device here: this script measures the GPU sweep. "
                          "Run with --device cpu (and small --iters) to check it works on this machine.")
-    process_settings(args.threads or None)   # where this process starts (helpers.experiment.process)
+    process_settings(args.threads or None)   # where this process starts (helpers.experiment.run.process)
     dtype = DTYPES[args.dtype or ("bf16" if args.device == "cuda" else "fp32")]
     mismatch = check_shape_against_qwen_tts_defaults()
     if mismatch:

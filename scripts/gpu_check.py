@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
 
 from helpers.artifacts import atomic_write, save_json  # noqa: E402
-from helpers.experiment.process import process_settings  # noqa: E402
+from helpers.experiment.run.process import process_settings  # noqa: E402
 
 SIZES = (4, 8, 15, 16, 31, 32, 47, 63, 64)      # the paper's N and N + 1 = 16, 32, 48, 64
 

@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/offset_ablation.py [--params params/mini.yaml] [-p KEY=VALUE] [--evaluate]
 
-Builds (or loads) the run's drafters and calibration stages (`helpers.experiment.stages`; the same artifacts
+Builds (or loads) the run's drafters and calibration stages (`helpers.experiment.stages.stages`; the same artifacts
 `make run` uses) and prints, per drafter: added parameters, teacher-forced validation top-1 per depth, the
 calibration set's expected tokens/step at N = tree_size, and the main drafter chosen from it
 (`stages.main_drafter_choice`). --evaluate also runs the evaluation stage (free-running AR and speculative
@@ -18,9 +18,9 @@ import argparse
 import json
 
 from helpers.artifacts import save_json
-from helpers.experiment import stages
-from helpers.experiment.params import load_params, parse_override
-from helpers.experiment.process import process_settings, run_threads
+from helpers.experiment.stages import stages
+from helpers.experiment.run.params import load_params, parse_override
+from helpers.experiment.run.process import process_settings, run_threads
 
 
 def main(argv=None) -> dict:
@@ -31,7 +31,7 @@ def main(argv=None) -> dict:
                     help="override a parameter (value parsed as YAML), repeatable")
     args = ap.parse_args(argv)
     P = load_params(args.params, dict(parse_override(o) for o in args.overrides))
-    process_settings(run_threads(P.backend))        # where this process starts (helpers.experiment.process)
+    process_settings(run_threads(P.backend))        # where this process starts (helpers.experiment.run.process)
     trained, cal = stages.drafters(P, progress=False), stages.calibration(P)
     n = P.tree_size
     rows = {k: {"added_params": d.added_params, "validation_top1": [a[0] for a in trained.validation[k]],

@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 from helpers.artifacts import load_json, load_tensors, save_json  # noqa: E402
 from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree, uncapped_table  # noqa: E402
 from helpers.method.drafters import PositionOffsets, ReusedHeads  # noqa: E402
-from helpers.experiment.backend_factory import load_backend  # noqa: E402
-from helpers.experiment.params import CHOICES, load_params, parse_override  # noqa: E402
-from helpers.experiment.shards import extract_shard, merge_shards  # noqa: E402
+from helpers.experiment.run.backend_factory import load_backend  # noqa: E402
+from helpers.experiment.run.params import CHOICES, load_params, parse_override  # noqa: E402
+from helpers.experiment.stages.shards import extract_shard, merge_shards  # noqa: E402
 from helpers.method.training import TrainConfig, train_drafter  # noqa: E402
 
 ROLES = ("train", "validation", "calibration")

@@ -211,10 +211,10 @@ def main(argv=None) -> int:
     ap.add_argument("--configs", default=str(CONFIGS), help="the three configuration files (default: the real "
                     "checkpoint's; the smoke test passes a scaled-down copy)")
     args = ap.parse_args(argv)
-    from helpers.experiment.process import process_settings
-    process_settings(args.threads)                       # where this process starts (helpers.experiment.process)
-    from helpers.experiment import stages
-    from helpers.experiment.params import RunParams
+    from helpers.experiment.run.process import process_settings
+    process_settings(args.threads)                       # where this process starts (helpers.experiment.run.process)
+    from helpers.experiment.stages import stages
+    from helpers.experiment.run.params import RunParams
     from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree
     from helpers.method.decoding import Decoder
     from helpers.method.drafters import PositionOffsets

@@ -16,7 +16,7 @@ tens of ms). So:
    synthesised frame through the official generate with our inner loop, and our AR inner loop alone;
 3. the speculative inner loop costs the AR loop's time times the miniature's measured eager ratio (spec at N = 32 over
    AR, at the miniature's tokens/step: the paper's higher acceptance would take less);
-4. the frames each setting decodes (`helpers.experiment.run_size`) times those milliseconds.
+4. the frames each setting decodes (`helpers.experiment.bench.run_size`) times those milliseconds.
 
 Memory and disk: the pre-flight's upper bounds (`helpers.experiment.preflight.resources.Needs`) for the real
 configuration's parameters, counted on the meta device (no weights allocated); Whisper's weights are not counted
@@ -53,7 +53,7 @@ def _ops(fn) -> int:
 
 def miniature_ops(pack_folder: Path, frames: int) -> dict:
     """Dispatched operations per frame of the miniature's eager AR loop and official generate (mean over frames)."""
-    from helpers.experiment.inner_loop_pack import load_pack
+    from helpers.experiment.bench.inner_loop_pack import load_pack
     from helpers.measure.latency import official_generate
     from helpers.method.decoding import Decoder
     from helpers.method.sampler import frame_uniforms
@@ -76,8 +76,8 @@ def real_depth_ops(work: Path, frames: int) -> dict:
     from real_shapes import build_checkpoint, scaled_configs
     from qwen3_tiny import build_tiny_datasets
 
-    from helpers.experiment import stages
-    from helpers.experiment.params import RunParams
+    from helpers.experiment.stages import stages
+    from helpers.experiment.run.params import RunParams
     from helpers.method.decoding import Decoder
     from helpers.method.sampler import frame_uniforms
 
@@ -190,8 +190,8 @@ def markdown(e: dict, mini: dict, real: dict) -> str:
             lines.append(f"- {name}, {kind}: {sum(n for n, _ in r[kind].values()) / 1e9:.1f} GB = " + " + ".join(
                 f"{k} {n / 1e9:.2f} GB ({how})" for k, (n, how) in r[kind].items()))
     lines += ["", "Frames: utterances x the mean frames per utterance of the paper's Table 1 "
-              "(`helpers.experiment.run_size`). Not priced: downloads, the data stage's encoding, teacher forcing, "
-              "drafter training, the codec decoder and the ASR (Whisper) of the quality stage."]
+              "(`helpers.experiment.bench.run_size`). Not priced: downloads, the data stage's encoding, "
+              "teacher forcing, drafter training, the codec decoder and the ASR (Whisper) of the quality stage."]
     return "\n".join(lines) + "\n"
 
 
@@ -203,9 +203,9 @@ def main(argv=None) -> int:
     ap.add_argument("--frames", type=int, default=4, help="frames per count (the synthesis runs 1x and 2x this)")
     args = ap.parse_args(argv)
     from helpers.artifacts import save_json
-    from helpers.experiment.params import load_params
-    from helpers.experiment.process import process_settings
-    from helpers.experiment.run_size import run_work
+    from helpers.experiment.run.params import load_params
+    from helpers.experiment.run.process import process_settings
+    from helpers.experiment.bench.run_size import run_work
 
     process_settings(int(os.environ.get("OMP_NUM_THREADS", "1")))
     import datasets

@@ -11,7 +11,7 @@ import torch
 
 from helpers.method.predictor import CodePredictor
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker
-from helpers.experiment.process import process_settings
+from helpers.experiment.run.process import process_settings
 
 process_settings()      # the test session is a process of the project: its settings, where it starts
 
@@ -74,7 +74,7 @@ def qwen3_params(qwen3_tiny):
 @pytest.fixture(scope="module")
 def backend(qwen3_tiny):
     """The qwen3 backend loaded from the tiny saved checkpoint (tests/qwen3_tiny.py), on one thread."""
-    from helpers.experiment.backend_factory import load_backend
+    from helpers.experiment.run.backend_factory import load_backend
     from qwen3_tiny import tiny_params
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -241,7 +241,7 @@ def build_tiny_datasets(root: Path, seed: int = 0) -> dict[str, Path]:
 
 def tiny_params(paths: dict, **overrides):
     """RunParams of the qwen3 backend on the tiny stand-ins (CPU, float64, a handful of utterances)."""
-    from helpers.experiment.params import RunParams
+    from helpers.experiment.run.params import RunParams
 
     return RunParams.from_dict({**dict(
         run_name="qwen3-tiny", backend="qwen3", model_id_or_path=str(paths["tts"]), device="cpu", dtype="float64",

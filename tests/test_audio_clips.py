@@ -1,13 +1,13 @@
-"""Sound examples as WAV files with short players (helpers.experiment.audio): nothing embedded, paths relative."""
+"""Sound examples as WAV files with short players (helpers.experiment.run.audio): nothing embedded, paths relative."""
 
 import wave
 
 import numpy as np
 import pytest
 
-from helpers.experiment.params import load_params
-from helpers.experiment.quiet import PROGRESS_ENV
-from helpers.experiment.audio import players, save_clip, write_wav
+from helpers.experiment.run.params import load_params
+from helpers.experiment.run.quiet import PROGRESS_ENV
+from helpers.experiment.run.audio import players, save_clip, write_wav
 
 
 def test_a_wav_holds_the_clip_scaled_to_its_peak(tmp_path):

@@ -48,7 +48,7 @@ def test_rows_are_compared_in_the_narrower_dtype():
 def test_a_checkpoint_with_duplicate_rows_is_refused_at_load(tmp_path):
     """The qwen3 backend refuses it when it loads, not at the first synthesised frame."""
     from helpers.backends.qwen3.backend import Qwen3Backend
-    from helpers.experiment.backend_factory import qwen3_data
+    from helpers.experiment.run.backend_factory import qwen3_data
     from qwen3_tiny import build_tiny_tts, tiny_params
 
     folder = build_tiny_tts(tmp_path / "tts")

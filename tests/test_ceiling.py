@@ -45,7 +45,7 @@ def test_ceiling_and_sharpness_shapes(tiny):
 def test_the_ideal_drafter_in_its_own_dtype_agrees_with_float64(tiny):
     """The stages enumerate the ideal drafter in IDEAL_DTYPE (float32: 2.3x faster on the miniature's CPU); it
     must give the float64 ceiling and drafts, not merely ones of the right shape."""
-    from helpers.experiment.ideal import IDEAL_DTYPE
+    from helpers.experiment.stages.ideal import IDEAL_DTYPE
     from helpers.method.ceiling import ideal_drafts
     from helpers.method.predictor import CodePredictor
     spec, talker, predictor = tiny

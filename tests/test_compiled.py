@@ -12,7 +12,7 @@ import torch
 from conftest import SPECS, frame_inputs
 from drafting import TREES, random_drafters
 from helpers.adapter.tiny import build_tiny_talker
-from helpers.experiment.params import ParamsError, RunParams
+from helpers.experiment.run.params import ParamsError, RunParams
 from helpers.method.decoding import Decoder
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampler import SamplerConfig, frame_uniforms

@@ -1,5 +1,5 @@
-"""The try-it controls (`helpers.experiment.controls.show`) as a person meets them: live ipywidgets where the runner's
-variable is unset, for any callable render, each value handed back with its own type, each control change
+"""The try-it controls (`helpers.experiment.run.controls.show`) as a person meets them: live ipywidgets where the
+runner's variable is unset, for any callable render, each value handed back with its own type, each control change
 re-rendering; and the notebooks' own try-it cells run that way."""
 
 import logging
@@ -13,9 +13,9 @@ import pytest
 import torch
 from ipywidgets.widgets import interaction
 
-from helpers.experiment.controls import show
-from helpers.experiment.quiet import PROGRESS_ENV, under_runner
-from helpers.experiment.runner import notebooks
+from helpers.experiment.run.controls import show
+from helpers.experiment.run.quiet import PROGRESS_ENV, under_runner
+from helpers.experiment.run.runner import notebooks
 
 VALUES = {"tree": "0; 1", "depth": 2, "temperature": 0.9, "menu": "b", "flag": False, "count": 3, "scale": 0.5,
           "seed": 25}
@@ -153,7 +153,7 @@ def test_a_try_it_cell_says_in_one_line_why_values_do_not_go_together(live, monk
     """Live, controls moved to values that do not go together (notebook 03: more nodes than the depth holds; 00: a
     tree deeper than K, or one that is no tree) show one line, after `NOT_SHOWN`, saying why and what to change, and
     no traceback; moved back to possible values the result is shown again."""
-    from helpers.experiment.controls import NOT_SHOWN
+    from helpers.experiment.run.controls import NOT_SHOWN
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: shown.append(obj))
     table = torch.tensor([[0.5 ** (r + d + 1) for r in range(8)] for d in range(3)], dtype=torch.float64)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers.experiment.params import ParamsError, RunParams, load_params
+from helpers.experiment.run.params import ParamsError, RunParams, load_params
 
 
 def test_auto_is_on_on_cuda_and_off_elsewhere():

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from helpers.experiment.params import REPO_ROOT
+from helpers.experiment.run.params import REPO_ROOT
 from helpers.method.calibration import REFERENCE_TABLE, expected_tokens_per_step, greedy_tree
 
 

@@ -133,7 +133,7 @@ def test_backend_teacher_forcing_synthesis_and_replay(backend, short):
 
 def test_shard_extraction(backend, tmp_path):
     from helpers.artifacts import load_tensors
-    from helpers.experiment.shards import extract_shard
+    from helpers.experiment.stages.shards import extract_shard
     with backend_device_check(backend, roles=()):
         stem = extract_shard(backend, "validation", tmp_path, 0, 2, batch_size=2)
     t = load_tensors(stem.with_suffix(".safetensors"))
@@ -142,9 +142,9 @@ def test_shard_extraction(backend, tmp_path):
 
 # -- the evaluation stage path: cached stages on the qwen3 backend ---------------------------------------
 def test_stages_on_the_device(qwen3_tiny, tmp_path, short):
-    from helpers.experiment import stages
-    from helpers.experiment.quality import control_codes, transcribed_runs
-    from helpers.experiment.stage_cache import clear_caches
+    from helpers.experiment.stages import stages
+    from helpers.experiment.stages.quality import control_codes, transcribed_runs
+    from helpers.experiment.stages.stage_cache import clear_caches
     from qwen3_tiny import tiny_params
     P = tiny_params(qwen3_tiny, output_dir=str(tmp_path), languages=["en"], train_samples=4, validation_samples=2,
                     calibration_samples=1, drafters=["reused", "offsets"], tree_sizes=[4], tree_size=4,

@@ -11,7 +11,7 @@ from helpers.method.diagnostics import (Diagnostics, codebook_usage, diagnostics
                                         score_drafts, translation_constancy)
 from helpers.method.drafters import Drafter, MedusaHeads, PositionOffsets, ReusedHeads
 from helpers.method.sampler import SamplerConfig, target_probs
-from helpers.experiment.drift import drift_recovery
+from helpers.experiment.stages.drift import drift_recovery
 
 SAMPLER = SamplerConfig(top_k=50, temperature=0.9)
 

@@ -8,7 +8,7 @@ import torch
 
 from helpers.adapter.full_size import full_size, head_dim_map
 from helpers.adapter.tiny import QWEN3_TTS_0_6B
-from helpers.experiment.inner_loop_pack import load_pack
+from helpers.experiment.bench.inner_loop_pack import load_pack
 from helpers.method.decoding import Decoder
 from helpers.method.drafters import MedusaHeads, top_candidates
 from helpers.method.predictor import CodePredictor

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from helpers.experiment.inner_loop_pack import load_pack
+from helpers.experiment.bench.inner_loop_pack import load_pack
 from helpers.measure.full_size_frames import format_full_size, frame_model, full_size_frames, full_size_rows, projected
 from helpers.report.nb06_latency import full_size_figure, full_size_md
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from drafting import TREES, random_drafters
-from helpers.experiment.inner_loop_pack import load_pack
+from helpers.experiment.bench.inner_loop_pack import load_pack
 from helpers.measure.kernel_counts import format_kernel_counts, kernel_counts
 from helpers.method.decoding import Decoder
 from helpers.method.sampler import frame_uniforms

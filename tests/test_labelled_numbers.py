@@ -1,10 +1,10 @@
 """Where a number comes from: the machine of every latency (`helpers.measure.machine`) and the labels the notebook
-check asks for (`helpers.experiment.labelled_numbers`), on small notebooks built here."""
+check asks for (`helpers.experiment.run.labelled_numbers`), on small notebooks built here."""
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from helpers.experiment.labelled_numbers import label_problems
+from helpers.experiment.run.labelled_numbers import label_problems
 from helpers.measure.machine import MATRIX_FLAGS, extensions, machine, machine_name, measured_on
 
 POINTS = {16, 32, 64}

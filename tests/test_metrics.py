@@ -1,7 +1,7 @@
 """metrics.json's completeness check (notebook 08): required keys, and losslessness as the run's mode demands."""
 
-from helpers.experiment.metrics import required_keys, run_problems
-from helpers.experiment.params import RunParams
+from helpers.experiment.run.metrics import required_keys, run_problems
+from helpers.experiment.run.params import RunParams
 
 
 def complete(P: RunParams, lossless: dict) -> dict:
@@ -56,7 +56,7 @@ def test_a_section_with_int_keys_merges_into_what_an_earlier_run_wrote(tmp_path)
     """A notebook run twice: its tree sizes are ints in memory and strings in the file; they merge as one key."""
     import json
 
-    from helpers.experiment.metrics import update_metrics
+    from helpers.experiment.run.metrics import update_metrics
     P = RunParams(output_dir=str(tmp_path), run_name="twice")
     update_metrics(P, {"latency": {"cpu": {4: {"overhead": 0.5}, 16: {"overhead": 0.9}}}})
     merged = update_metrics(P, {"latency": {"cpu": {4: {"overhead": 0.4}}, "by": [{8: 1}]}})

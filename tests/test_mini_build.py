@@ -220,8 +220,8 @@ def test_backend_roles_and_dataset_table(built):
 
 def test_the_run_seed_reuses_the_built_miniature(built, smoke_cache):
     """`seed` varies sampling and data order only: the same cached build; `mini_build_seed` is the build's."""
-    from helpers.experiment.params import load_params
-    from helpers.experiment.backend_factory import load_backend
+    from helpers.experiment.run.params import load_params
+    from helpers.experiment.run.backend_factory import load_backend
 
     backends = [load_backend(load_params("params/smoke.yaml", {"cache_dir": str(smoke_cache), "seed": s}))
                 for s in (0, 7)]

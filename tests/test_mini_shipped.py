@@ -11,7 +11,7 @@ import torch
 from helpers.artifacts import load_json, load_tensors
 from helpers.backends.mini.build import SMOKE, build_mini
 from helpers.backends.mini.shipped import SHIPPED_STEPS, ship
-from helpers.experiment.params import REPO_ROOT, load_params
+from helpers.experiment.run.params import REPO_ROOT, load_params
 
 
 def steps_logged(logs: list[str]) -> dict[str, str]:
@@ -74,7 +74,7 @@ def test_the_committed_miniature_is_the_one_params_mini_builds(tmp_path, capsys)
     """params/mini.yaml's miniature, built into an empty cache, takes every trained step from outputs/mini-trained
     (and trains nothing): the committed weights are the ones the code and its build parameters make."""
     from helpers.artifacts import set_note_sink
-    from helpers.experiment.backend_factory import load_backend
+    from helpers.experiment.run.backend_factory import load_backend
     P = load_params(REPO_ROOT / "params" / "mini.yaml", {"cache_dir": str(tmp_path)})
     trained = REPO_ROOT / P.mini_trained
     assert trained.is_dir(), "no trained miniature committed: run `make mini`"

@@ -7,7 +7,7 @@ import ast
 import nbformat
 import pytest
 
-from helpers.experiment.runner import notebooks
+from helpers.experiment.run.runner import notebooks
 
 MAX_LINES = 25
 BUILDERS = {"append", "extend", "setdefault", "insert", "update"}        # calls that grow a collection

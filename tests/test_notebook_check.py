@@ -1,10 +1,11 @@
-"""The executed-notebook check (helpers.experiment.notebook_check) and the banner filter: each finds what it must."""
+"""The executed-notebook check (helpers.experiment.run.notebook_check) and the banner filter: each finds what it
+must."""
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from helpers.experiment.notebook_check import SCREEN_LINES, output_problems
-from helpers.experiment.quiet import BANNERS, without
+from helpers.experiment.run.notebook_check import SCREEN_LINES, output_problems
+from helpers.experiment.run.quiet import BANNERS, without
 
 
 def notebook(*outputs, source="x = 1", tags=()):
@@ -78,7 +79,7 @@ def test_under_the_runner_bars_and_notes_go_to_its_log_not_the_streams(tmp_path)
 
 
 def test_the_known_banners_are_silenced_and_nothing_else():
-    code = ("from helpers.experiment.quiet import silence_banners\nsilence_banners()\nimport sox\n"
+    code = ("from helpers.experiment.run.quiet import silence_banners\nsilence_banners()\nimport sox\n"
             "import qwen_tts.core.tokenizer_25hz.vq.whisper_encoder\nimport coremltools\n"
             "import warnings\nwarnings.warn('other warning')")
     result = run_python(code)
@@ -106,7 +107,8 @@ def test_a_core_ml_export_writes_nothing_to_stderr_but_what_is_new(tmp_path):
     int64 constants are gone; the same converter note outside the export still shows."""
     import pytest
     pytest.importorskip("coremltools")
-    code = ("import helpers\nfrom helpers.experiment.quiet import silence_banners\nsilence_banners()\nimport torch\n"
+    code = ("import helpers\nfrom helpers.experiment.run.quiet import silence_banners\nsilence_banners()\n"
+            "import torch\n"
             "from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker\n"
             "from helpers.measure.coreml_export import export_calls\nfrom helpers.method.drafters import PositionOffsets\n"
             "from helpers.method.predictor import CodePredictor\nfrom helpers.method.tree import SparseTree\n"
@@ -121,7 +123,7 @@ def test_a_core_ml_export_writes_nothing_to_stderr_but_what_is_new(tmp_path):
 
 
 def test_the_log_tail_feeds_what_is_appended(tmp_path):
-    from helpers.experiment.progress import LogTail
+    from helpers.experiment.run.progress import LogTail
     log, seen = tmp_path / "nb.log", []
 
     class Sink:
@@ -159,7 +161,7 @@ def test_the_committed_reference_notebooks_read_clean():
     its machine and no paper value is interpolated unlabelled."""
     import re
     from pathlib import Path
-    from helpers.experiment.labelled_numbers import label_problems
+    from helpers.experiment.run.labelled_numbers import label_problems
     from helpers.report.paper import derived_paper_values, paper_points
     root = Path(__file__).resolve().parent.parent / "outputs" / "mini-reference"
     notebooks = sorted(root.glob("*.ipynb"))

@@ -10,9 +10,9 @@ import nbformat
 import papermill
 import pytest
 
-from helpers.experiment.metrics import missing_keys, required_keys
-from helpers.experiment.params import REPO_ROOT, RunParams, load_params
-from helpers.experiment.runner import notebooks
+from helpers.experiment.run.metrics import missing_keys, required_keys
+from helpers.experiment.run.params import REPO_ROOT, RunParams, load_params
+from helpers.experiment.run.runner import notebooks
 
 FIELDS = set(RunParams().to_dict())
 
@@ -48,8 +48,8 @@ def test_one_process_builds_the_artifacts_two_workers_built(smoke_run, smoke_cac
     run's data and drafters: every tensor file and JSON the same, byte for byte (timings aside)."""
     import shutil
 
-    from helpers.experiment import stages
-    from helpers.experiment.quality import quality
+    from helpers.experiment.stages import stages
+    from helpers.experiment.stages.quality import quality
     out, result = smoke_run
     assert result.returncode == 0, result.stdout + result.stderr
     P = load_params(REPO_ROOT / "params" / "smoke.yaml", {"output_dir": str(tmp_path), "cache_dir": str(smoke_cache),
@@ -135,8 +135,8 @@ def test_the_executed_notebooks_hold_no_bars_banners_machine_paths_or_dumps(smok
     """Progress bars and build notes go to the runner's log, the known banners are silenced, no output shows the
     project's, the environment's or the run's absolute path, none is longer than a screen, every figure is captioned;
     every latency names its machine and no paper value is interpolated unlabelled (`labelled_numbers`)."""
-    from helpers.experiment.labelled_numbers import label_problems
-    from helpers.experiment.notebook_check import output_problems
+    from helpers.experiment.run.labelled_numbers import label_problems
+    from helpers.experiment.run.notebook_check import output_problems
     from helpers.report.paper import derived_paper_values, paper_points
     out, result = smoke_run
     assert result.returncode == 0, result.stdout + result.stderr
@@ -187,9 +187,9 @@ def test_every_notebook_runs_in_a_plain_kernel_as_jupyterlab_runs_it(smoke_run, 
 
     from plain_kernel import problems_in, run_plain
 
-    from helpers.experiment.controls import NOT_SHOWN
-    from helpers.experiment.notebook_check import output_problems
-    from helpers.experiment.quiet import PROGRESS_ENV
+    from helpers.experiment.run.controls import NOT_SHOWN
+    from helpers.experiment.run.notebook_check import output_problems
+    from helpers.experiment.run.quiet import PROGRESS_ENV
     out, result = smoke_run
     assert result.returncode == 0, result.stdout + result.stderr
     shutil.copytree(out / "smoke" / "artifacts", out / "plain" / "artifacts")      # its own run folder
@@ -227,13 +227,13 @@ def test_every_notebook_runs_in_a_plain_kernel_as_jupyterlab_runs_it(smoke_run, 
 
 
 def test_make_bench_runs_on_the_smoke_runs_stages(smoke_run, smoke_cache):
-    """`make bench` (helpers.experiment.bench) on the smoke run's cached stages, small: the sweep, every deployment,
-    the full-size frames (one frame), the side by side; its file holds what it printed, every full-size frame
+    """`make bench` (helpers.experiment.bench.bench) on the smoke run's cached stages, small: the sweep, every
+    deployment, the full-size frames (one frame), the side by side; its file holds what it printed, every full-size frame
     lossless, and the full-size table has every deployment this CPU runs."""
     out, result = smoke_run
     assert result.returncode == 0, result.stdout + result.stderr
     saved = out / "bench.json"
-    bench = run("-m", "helpers.experiment.bench", "--params", "params/smoke.yaml", "-p", f"output_dir={out}",
+    bench = run("-m", "helpers.experiment.bench.bench", "--params", "params/smoke.yaml", "-p", f"output_dir={out}",
                 "-p", f"cache_dir={smoke_cache}", "--calls", "3", "--warmup", "1", "--frames", "3", "--side-frames", "2",
                 "--compile", "none", "--compiled-sizes", "2", "--real-rounds", "0", "--full-size-frames", "1",
                 "--out", str(saved))

@@ -6,7 +6,8 @@ import sys
 import pytest
 import yaml
 
-from helpers.experiment.params import REPO_ROOT, ParamsError, RunParams, load_params, notebook_params, parse_override
+from helpers.experiment.run.params import (REPO_ROOT, ParamsError, RunParams, load_params, notebook_params,
+                                           parse_override)
 
 
 @pytest.mark.parametrize("values, message", [

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.experiment.params import ParamsError, RunParams
-from helpers.experiment.pool import available_cores, run_jobs, worker_count
+from helpers.experiment.run.params import ParamsError, RunParams
+from helpers.experiment.run.pool import available_cores, run_jobs, worker_count
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,8 +61,8 @@ def sleeping_job(P, job):
     time.sleep(120)
 
 if __name__ == "__main__":
-    from helpers.experiment.params import RunParams
-    from helpers.experiment.pool import run_jobs
+    from helpers.experiment.run.params import RunParams
+    from helpers.experiment.run.pool import run_jobs
     run_jobs(RunParams(workers=2), sleeping_job, [0, 1])
 """
 

@@ -12,7 +12,7 @@ from helpers.experiment.preflight import checks, preflight
 from helpers.experiment.preflight.check import PreflightError
 from helpers.experiment.preflight.cuda import check_cuda
 from helpers.experiment.preflight.models import find_model
-from helpers.experiment.runner import main
+from helpers.experiment.run.runner import main
 from qwen3_tiny import build_tiny_datasets, build_tiny_tts, build_tiny_whisper, tiny_params
 
 
@@ -99,7 +99,7 @@ def test_the_runner_checks_alone_and_opens_a_qwen3_run_with_it(monkeypatch, path
 
 
 def test_the_mini_backend_has_nothing_to_check():
-    from helpers.experiment.params import RunParams
+    from helpers.experiment.run.params import RunParams
 
     out = io.StringIO()
     assert list(checks(RunParams())) == [] and preflight(RunParams(), out) == 0 and "nothing to check" in out.getvalue()

@@ -1,6 +1,6 @@
 """No constructor or library function changes the process: torch's threads, dynamo's config, the global RNG and the
 model it is given stay as they were (the settings that are process-wide are set where a process starts,
-`helpers.experiment.process`); the results are the ones a seeded global RNG gives."""
+`helpers.experiment.run.process`); the results are the ones a seeded global RNG gives."""
 
 import pytest
 import torch
@@ -11,7 +11,7 @@ from helpers.adapter.inner_loop import InnerLoop
 from helpers.adapter.synthesis import synthesize
 from helpers.adapter.tiny import build_tiny_talker
 from helpers.backends.mini.model import MiniModelSpec, TextVocab, build_mini_model
-from helpers.experiment.process import ACCUMULATED_RECOMPILES, MINI_THREADS, process_settings, run_threads
+from helpers.experiment.run.process import ACCUMULATED_RECOMPILES, MINI_THREADS, process_settings, run_threads
 from helpers.method.compiler import CallCompiler
 
 from conftest import SPECS
@@ -116,8 +116,8 @@ def test_process_settings_set_threads_and_the_compile_cap():
 
 def test_loading_the_mini_backend_leaves_the_process_alone(smoke_cache):
     """The miniature's backend (the smoke miniature, built once for the session) on the caller's two threads."""
-    from helpers.experiment.backend_factory import load_backend
-    from helpers.experiment.params import load_params
+    from helpers.experiment.run.backend_factory import load_backend
+    from helpers.experiment.run.params import load_params
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:

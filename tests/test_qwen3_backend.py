@@ -14,10 +14,10 @@ from qwen_tts.core.models import Qwen3TTSForConditionalGeneration
 from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree
 from helpers.method.decoding import Decoder
 from helpers.method.drafters import PositionOffsets, ReusedHeads
-from helpers.experiment.params import ParamsError
+from helpers.experiment.run.params import ParamsError
 from helpers.backends.qwen3.backend import Qwen3Backend
 from helpers.backends.qwen3.data import load_records
-from helpers.experiment.backend_factory import load_backend, qwen3_data
+from helpers.experiment.run.backend_factory import load_backend, qwen3_data
 from helpers.method.sampler import SamplerConfig
 from helpers.method.training import TrainConfig, train_drafter
 from qwen3_tiny import tiny_params

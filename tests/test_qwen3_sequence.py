@@ -11,8 +11,8 @@ import sys
 import pytest
 import yaml
 
-from helpers.experiment.metrics import missing_keys, required_keys
-from helpers.experiment.params import REPO_ROOT, load_params
+from helpers.experiment.run.metrics import missing_keys, required_keys
+from helpers.experiment.run.params import REPO_ROOT, load_params
 from qwen3_tiny import tiny_params
 
 

@@ -14,8 +14,9 @@ from drafting import TREES, random_drafters
 from helpers.artifacts import load_json, load_tensors
 from helpers.method.decoding import Decoder
 from helpers.backends.text import TextNormalizer, error_rate
-from helpers.experiment.quality import STREAM_STRIDE
-from helpers.experiment.shards import error_rates, evaluate_shard, extract_shard, launcher_shard, main, merge_shards, shard_of
+from helpers.experiment.stages.quality import STREAM_STRIDE
+from helpers.experiment.stages.shards import (error_rates, evaluate_shard, extract_shard, launcher_shard, main,
+                                              merge_shards, shard_of)
 from helpers.method.sampler import SamplerConfig
 from qwen3_tiny import tiny_params
 
@@ -38,7 +39,8 @@ def test_two_processes_extract_what_one_process_extracts(backend, qwen3_tiny, tm
     params = tmp_path / "tiny.yaml"
     params.write_text(yaml.safe_dump(tiny_params(qwen3_tiny).to_dict()))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WORLD_SIZE": "2", "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-m", "helpers.experiment.shards", "extract", *ROLES, "--params", str(params),
+    procs = [subprocess.Popen([sys.executable, "-m", "helpers.experiment.stages.shards", "extract", *ROLES,
+                               "--params", str(params),
                                "--out", str(tmp_path / "sharded")], cwd=ROOT, env={**env, "RANK": str(rank)},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in range(2)]
     for role in ROLES:

@@ -4,9 +4,9 @@ entry points the real run uses, from teacher forcing to WER, with AR == speculat
 import pytest
 import torch
 
-from helpers.experiment import stages
-from helpers.experiment.quality import quality
-from helpers.experiment.stage_cache import clear_caches
+from helpers.experiment.stages import stages
+from helpers.experiment.stages.quality import quality
+from helpers.experiment.stages.stage_cache import clear_caches
 from qwen3_tiny import tiny_params
 
 
@@ -47,7 +47,7 @@ def test_drafters_trained_in_two_workers_equal_those_trained_in_this_process(P):
     spawned workers as here, tensor for tensor: the kept drafters do not depend on how many processes train them."""
     import dataclasses
 
-    from helpers.experiment.pool import run_jobs
+    from helpers.experiment.run.pool import run_jobs
     stages.teacher_forced(P, "train"), stages.teacher_forced(P, "validation")
     jobs = [stages.DrafterJob("medusa", 1e-3), stages.DrafterJob("offsets_prenorm", 3e-3)]
     here = run_jobs(dataclasses.replace(P, workers=1), stages.drafter_job, jobs)

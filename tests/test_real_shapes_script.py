@@ -5,7 +5,7 @@ the data stage, teacher forcing, training, calibration, AR and speculative synth
 import subprocess
 import sys
 
-from helpers.experiment.params import REPO_ROOT
+from helpers.experiment.run.params import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 from real_shapes import scaled_configs  # noqa: E402

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from helpers.experiment.params import REPO_ROOT, load_params
-from helpers.experiment.run_size import replay_configs, run_work, table1_frames_per_utterance
+from helpers.experiment.run.params import REPO_ROOT, load_params
+from helpers.experiment.bench.run_size import replay_configs, run_work, table1_frames_per_utterance
 
 
 def test_the_paper_setting_decodes_what_its_stages_spend():

@@ -4,7 +4,7 @@ what is shown for it is the decoder's own result."""
 import pytest
 import torch
 
-from helpers.experiment.quiet import PROGRESS_ENV, under_runner
+from helpers.experiment.run.quiet import PROGRESS_ENV, under_runner
 from helpers.report.nb00_overview import parse_tree, toy_round_rows
 from helpers.report.nb03_tree import tree_summary
 

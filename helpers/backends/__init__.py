@@ -6,5 +6,5 @@ table of the languages: code, official name, espeak voice, FLEURS config, script
 
 Imports: `helpers.adapter`, `helpers.method`, `helpers.artifacts`. Backends take plain arguments (never the
 experiment's `RunParams`), and `mini` and `qwen3` never import each other; the factory that picks one from
-the run's parameters lives in `helpers.experiment.backend_factory`.
+the run's parameters lives in `helpers.experiment.run.backend_factory`.
 """

@@ -92,8 +92,8 @@ BAR_LINE = re.compile(r"\[\d+:\d+(?:<|,|\])")
 def text_bars_dropped():
     """Inside the block, the text progress bars written to `sys.stderr` are dropped (coremltools draws one per
     conversion pass with tqdm's text bar: in a JupyterLab kernel they would show as stderr; under the runner they go
-    to the notebook's log, `helpers.experiment.quiet.route_progress`, and none reaches stderr); any other stderr text
-    is written on when the block ends."""
+    to the notebook's log, `helpers.experiment.run.quiet.route_progress`, and none reaches stderr); any other stderr
+    text is written on when the block ends."""
     caught = io.StringIO()
     try:
         with redirect_stderr(caught):

@@ -12,7 +12,7 @@
   with `profile.round_profile`: the AR step and the round split into phases, to see where time goes.
 
 Everything returns plain dataclasses / dicts (JSON-ready); the timing itself is `helpers.measure.timing`.
-`make bench` (`helpers.experiment.bench`) runs it on the miniature.
+`make bench` (`helpers.experiment.bench.bench`) runs it on the miniature.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
     measured_on(info)                 # "Measured on AMD EPYC 9B14 (2 cores; AVX-512, bf16, VNNI; no AMX), 1 thread"
 
 A measurement saved to a file keeps its `machine()` dict, so a notebook that reads it on another machine names the
-machine it came from, not the one it runs on. The notebook check (`helpers.experiment.notebook_check`) refuses a
+machine it came from, not the one it runs on. The notebook check (`helpers.experiment.run.notebook_check`) refuses a
 cell that shows milliseconds without the words `measured_on` starts with.
 """
 

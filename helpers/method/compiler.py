@@ -89,7 +89,7 @@ class CallCompiler:
         backend = self.torch_backend or "inductor"
         options = {"cpp_wrapper": True} if backend == "inductor" and self.device.type == "cpu" else None
         # every Round shares one forward code object: dynamo's default limit (8) would refuse the 9th Round; a
-        # limit of this compile's own, not the process's config (helpers.experiment.process for the global cap)
+        # limit of this compile's own, not the process's config (helpers.experiment.run.process for the global cap)
         compiled = torch.compile(module, backend=backend, dynamic=False, fullgraph=True, options=options,
                                  recompile_limit=64)
         return compiled if self.mode == "inductor_graph" else self._timed_first(compiled)

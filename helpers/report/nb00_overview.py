@@ -226,7 +226,7 @@ def toy_round_rows(tree, depth: int = 2, temperature: float = 1.0, seed: int = 0
 
 
 def show_toy_round(tree, depth: int = 2, temperature: float = 1.0, seed: int = 0) -> None:
-    """Notebook 00's try-it cell: display `toy_round_rows` (what `helpers.experiment.controls.show` re-renders)."""
+    """Notebook 00's try-it cell: display `toy_round_rows` (what `helpers.experiment.run.controls.show` re-renders)."""
     from IPython.display import Markdown, display
     display(Markdown(toy_round_rows(tree, int(depth), temperature, int(seed))))
 

@@ -109,7 +109,7 @@ NO_CHANGE = 0.02                    # PER: a smaller difference between two leve
 
 
 def round_trip_rows(by_level: dict) -> list[dict]:
-    """Notebook 01's table of `helpers.experiment.codec_round_trip.codec_levels_per`'s result ({"levels": [k],
+    """Notebook 01's table of `helpers.experiment.stages.codec_round_trip.codec_levels_per`'s result ({"levels": [k],
     "per": {lang: [PER per k]}, "mean": [PER per k]}): one row per number of levels decoded."""
     return [{"levels decoded": f"c0..c{k - 1}" if k > 1 else "c0", **{lang: per[i] for lang, per in by_level["per"].items()},
              "mean": by_level["mean"][i]} for i, k in enumerate(by_level["levels"])]

@@ -1,6 +1,6 @@
 """Notebook 02 (train drafters): how each drafter's training ended, the checks and sentences on the offsets (the
 logit-bias identity, the share of the reused-to-Medusa gap they close per depth, whether the positional mismatch is
-a translation) and the controlled drift (`helpers.experiment.drift`) in words.
+a translation) and the controlled drift (`helpers.experiment.stages.drift`) in words.
 
     bias_max = offsets_logit_bias(offsets_drafter, predictor, h1)   # raises unless H(h + b_j) = W h + W b_j
     gap_share_sentence(trained.validation)                          # per depth: reused, offsets, Medusa top-1
@@ -84,7 +84,7 @@ def translation_sentence(translation: dict) -> str:
 
 
 def drift_md(drift) -> str:
-    """The controlled drift in words (`helpers.experiment.drift.drift_recovery`'s result): held-out draft
+    """The controlled drift in words (`helpers.experiment.stages.drift.drift_recovery`'s result): held-out draft
     cross-entropy of every drafter, the share of the gap each offset variant closes, and whether the drift is a
     translation before and after the final norm."""
     dt, loss = drift.diagnostics.translation, drift.loss

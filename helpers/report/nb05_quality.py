@@ -6,7 +6,7 @@ test in words.
 - `paired_rows` / `paired_summary`: speculative minus AR per utterance, a paired t-test per language with its
   confidence interval and power, and the sentence read first.
 
-Input: the dict `quality(P)` (`helpers.experiment.quality`) returns; its `languages` entry is
+Input: the dict `quality(P)` (`helpers.experiment.stages.quality`) returns; its `languages` entry is
 
     {lang: {"per_gt", "per_codec", "wer_codec": float | None,
             "per_ar", "per_spec", "wer_ar", "wer_spec": [float per seed] (empty where not scored),
@@ -103,8 +103,8 @@ def codec_loss(section: dict, langs: Sequence[str]) -> float:
 
 def phase_cost_rows(seconds: dict, frames: dict) -> list[dict]:
     """What each phase of the quality stage cost, as a table: seconds {"wall", "cpu": {phase: s}} and frames
-    {"synthesized": {system: n}, "decoded": n} as `quality(P)` (`helpers.experiment.quality`) returns them -> one row
-    per phase the stage timed, {"phase", "frames", "wall s", "CPU s", "CPU ms per frame"}: the synthesis phases (per
+    {"synthesized": {system: n}, "decoded": n} as `quality(P)` (`helpers.experiment.stages.quality`) returns them -> one
+    row per phase the stage timed, {"phase", "frames", "wall s", "CPU s", "CPU ms per frame"}: the synthesis phases (per
     system, its frames synthesized), "control" (frames redrawn, frames["control"]), "decode" and "scoring" (both per
     decoded frame)."""
     phases = [*frames["synthesized"].items(), ("control", frames.get("control", 0)), ("decode", frames["decoded"]),

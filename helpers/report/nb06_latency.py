@@ -697,7 +697,8 @@ def gpu_sentence(data: dict) -> str:
 
 def deployment_calls_md(dep: dict, where: str, calls_table: str, phases_table: str) -> str:
     """The call per deployment (its table, with the deployments this CPU cannot run and why), then where a call's
-    time goes (its table), as notebook 06 shows them (`helpers.experiment.deployment_bench.deployment_comparison`)."""
+    time goes (its table), as notebook 06 shows them
+    (`helpers.experiment.bench.deployment_bench.deployment_comparison`)."""
     left_out = "".join(f" {name}: not timed on this CPU ({why})." for name, why in dep["left_out"].items())
     return (f"{where}: the call per deployment, p50 ms (overhead).{left_out}\n\n{calls_table}\n\n"
             f"Where a call's time goes ({dep['phases']['deployment']}, p50 ms; N = 0: the AR call)\n\n{phases_table}")

@@ -14,7 +14,7 @@ what a figure says about itself. Each drawing function returns a Figure; `save` 
   own acceptance ceiling (tokens/step), and the call cost vs query length (log axes).
 - `mark` / `figure_record`: each axis's scale and label and each legend entry with the provenance of the points it
   names, kept beside the figure's image in the notebook so that the notebook check
-  (`helpers.experiment.notebook_check`) can read it. A helper marks points that are not the paper's as printed with
+  (`helpers.experiment.run.notebook_check`) can read it. A helper marks points that are not the paper's as printed with
   `mark(artist, "derived")` (or "inferred"): the artist's gid carries the provenance, and a legend entry of such
   points that calls them "paper" without saying "derived" / "inferred" is a problem the check reports.
 """

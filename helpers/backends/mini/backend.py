@@ -50,7 +50,7 @@ class MiniBackend(Backend):
         the train / validation / calibration roles, and of the evaluation role per language); `seed` is the build's
         (sentences, voices, codec, training), not the run's sampling seed; `trained`: a folder of trained steps
         shipped with the repository, taken where their keys match ("": build every step). The process's torch
-        threads are the caller's (a run sets one thread where it starts: `helpers.experiment.process`)."""
+        threads are the caller's (a run sets one thread where it starts: `helpers.experiment.run.process`)."""
         if dtype not in DTYPES or device not in ("cpu", "auto") or inner_loop_dtype not in ("same", *DTYPES):
             raise ValueError(f"the mini backend runs on device cpu in {' or '.join(DTYPES)} (inner loop: same or "
                              f"either); got device={device!r}, dtype={dtype!r}, inner_loop_dtype={inner_loop_dtype!r}")

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 
-from helpers.experiment.params import RunParams
+from helpers.experiment.run.params import RunParams
 from helpers.experiment.preflight.check import Check, Skipped, count, outcome, size
 from helpers.experiment.preflight.cuda import check_cuda
 from helpers.experiment.preflight.models import find_model

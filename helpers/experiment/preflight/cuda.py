@@ -6,7 +6,7 @@ driver older than the CUDA version torch was built for (with the driver or the t
 
 from __future__ import annotations
 
-from helpers.experiment.params import RunParams
+from helpers.experiment.run.params import RunParams
 from helpers.experiment.preflight.check import PreflightError
 
 

@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers.experiment.params import REPO_ROOT, RunParams
+from helpers.experiment.run.params import REPO_ROOT, RunParams
 from helpers.experiment.preflight.check import PreflightError, Skipped, count, size
 from helpers.experiment.preflight.models import Found
 

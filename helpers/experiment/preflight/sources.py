@@ -14,7 +14,7 @@ import numpy as np
 
 from helpers.backends.qwen3 import data
 from helpers.backends.text import TextNormalizer
-from helpers.experiment.params import RunParams
+from helpers.experiment.run.params import RunParams
 from helpers.experiment.preflight.check import PreflightError
 from helpers.experiment.preflight.hub import ask_hub
 from helpers.experiment.preflight.models import is_local
@@ -24,7 +24,7 @@ ROLES = ("train", "calibration", "evaluation")      # validation reads train's s
 
 def run_sources(P: RunParams) -> list[tuple[str, data.Source]]:
     """[(language, source)] of every role, each source once."""
-    from helpers.experiment.backend_factory import qwen3_data
+    from helpers.experiment.run.backend_factory import qwen3_data
 
     spec = qwen3_data(P)
     seen, out = set(), []

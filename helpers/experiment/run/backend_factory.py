@@ -12,8 +12,8 @@ import torch
 
 from helpers.artifacts import params_key
 from helpers.backends.base import Backend
-from helpers.experiment.params import RunParams
-from helpers.experiment.stage_cache import memo, stage_params
+from helpers.experiment.run.params import RunParams
+from helpers.experiment.stages.stage_cache import memo, stage_params
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampler import SamplerConfig
 

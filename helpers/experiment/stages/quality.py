@@ -2,7 +2,7 @@
 
     quality(P) -> {"languages": per-language PER / WER and parity, "parity", "control", "seconds", "frames", ...}
 
-Same-seed identity of AR and speculative codes is the evaluation stage's (`helpers.experiment.stages`); here the
+Same-seed identity of AR and speculative codes is the evaluation stage's (`helpers.experiment.stages.stages`); here the
 two systems draw from independent streams (`quality_seeds`) over P.wer_seeds seeds, so their quality and their
 code distributions can be compared. A control shows the parity test can reject: the AR runs' frames with c1..c15
 redrawn at another temperature (`control_codes`). The stage's artifacts keep their name, `wer-<key>/wer.json`.
@@ -17,11 +17,11 @@ import torch
 
 from helpers.artifacts import load_json, save_json
 from helpers.backends.base import Backend, Sample
-from helpers.experiment.backend_factory import backend, sampler
-from helpers.experiment.params import RunParams
-from helpers.experiment.pool import run_jobs, worker_count
-from helpers.experiment.stage_cache import cached
-from helpers.experiment.stages import WER_SEED_STRIDE, decoder, main_drafter, samples, syntheses
+from helpers.experiment.run.backend_factory import backend, sampler
+from helpers.experiment.run.params import RunParams
+from helpers.experiment.run.pool import run_jobs, worker_count
+from helpers.experiment.stages.stage_cache import cached
+from helpers.experiment.stages.stages import WER_SEED_STRIDE, decoder, main_drafter, samples, syntheses
 from helpers.adapter.synthesis import Synthesis
 from helpers.method.parity import run_parity
 from helpers.method.training import sampled_targets

@@ -1,6 +1,6 @@
 """How much decoding a run's parameters ask for: free-running syntheses and inner-loop replays, in utterances and
-frames, counted from the parameters the way the stages spend them (`helpers.experiment.stages`,
-`helpers.experiment.quality`).
+frames, counted from the parameters the way the stages spend them (`helpers.experiment.stages.stages`,
+`helpers.experiment.stages.quality`).
 
 Frames per utterance are the datasets' means in the paper's Table 1 (frames / samples): FLEURS for the evaluation
 and quality stages, LibriSpeech test-clean for calibration. Synthesised speech is about as long as the text's
@@ -12,7 +12,7 @@ recording, so these are the frames a run decodes, to the accuracy of that assump
 
 from __future__ import annotations
 
-from helpers.experiment.params import RunParams
+from helpers.experiment.run.params import RunParams
 from helpers.report.paper import PAPER
 
 

@@ -12,14 +12,14 @@
 
     problems = label_problems(nb, paper_points={16, 32, 64})
 
-Run with `helpers.experiment.notebook_check.output_problems` by the notebook test, over every executed notebook.
+Run with `helpers.experiment.run.notebook_check.output_problems` by the notebook test, over every executed notebook.
 """
 
 from __future__ import annotations
 
 import re
 
-from helpers.experiment.notebook_check import output_text
+from helpers.experiment.run.notebook_check import output_text
 from helpers.measure.machine import LABEL
 
 MILLISECONDS = re.compile(r"(?<![A-Za-z])ms(?![A-Za-z])")          # "3 ms", "ms/frame", "frame ms", "call_ms_p50"

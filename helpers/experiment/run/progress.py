@@ -4,7 +4,7 @@ papermill hands every stream output of the kernel (stdout and stderr: build step
 `ProgressLine.write` while the cell runs. On a terminal the line after the notebook's name is rewritten in
 place (at most a few times a second); elsewhere (CI logs, pipes) the latest line is printed at most once every
 `every` seconds, so a log shows progress without drowning in it. Progress bars and build notes do not reach the
-executed notebook: its kernel appends them to the notebook's log (`helpers.experiment.quiet.route_progress`), and
+executed notebook: its kernel appends them to the notebook's log (`helpers.experiment.run.quiet.route_progress`), and
 `LogTail` feeds what is appended there to the same line.
 """
 

@@ -9,7 +9,7 @@ compile carries its own recompile limit (`helpers.method.compiler`), a build fix
 
 - torch's intra-op threads (`threads`; None: left as they are). The miniature's matrices are tiny: one thread is
   the fastest and is not several times slower when another process holds a core, and every stage's numbers are
-  the same on one thread in any process (the pool's workers run on one thread too, `helpers.experiment.pool`).
+  the same on one thread in any process (the pool's workers run on one thread too, `helpers.experiment.run.pool`).
 - dynamo's cap on the compiles of one code object, summed over every `torch.compile` (256 by default): raised to
   `ACCUMULATED_RECOMPILES`, since every compiled Round of a benchmark shares one forward.
 

@@ -22,7 +22,7 @@ from helpers.method.checks import positive_int
 from helpers.method.compiler import COMPILE_MODES
 from helpers.method.drafters import DRAFTER_KINDS
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 CHOICES = {
     "backend": ("mini", "qwen3"),
     "mini_preset": ("mini", "smoke"),
@@ -108,7 +108,7 @@ class RunParams:
     # scale-out (backend qwen3): this process's shard of extraction and evaluation
     shard_index: int = 0
     num_shards: int = 1
-    # CPU processes for a stage's independent jobs (syntheses, replays, quality runs: `helpers.experiment.pool`):
+    # CPU processes for a stage's independent jobs (syntheses, replays, quality runs: `helpers.experiment.run.pool`):
     # 0 = one per available core on a CPU run, one on CUDA. The results do not depend on it (a test checks)
     workers: int = 0
     # backend "qwen3": voice, data and ASR. A dataset id is a hub id or a local folder in the hub layout (parquet

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from helpers.experiment.quiet import BANNERS
+from helpers.experiment.run.quiet import BANNERS
 
 SCREEN_LINES = 40                 # an output longer than this is a dump, not something a reader reads
 BAR = re.compile(r"\d+%\|| \d+/\d+ \[\d+:\d+|\d(it/s|s/it)\]")          # tqdm: " 45%|", " 3/29 [00:01", "2.1it/s]"

@@ -4,8 +4,8 @@
 
 Parameters are validated before any notebook runs; on the qwen3 backend the pre-flight then checks the datasets,
 models, CUDA, disk and memory (`helpers.experiment.preflight`; `--check`: only that, `--no-check`: skip it). On the mini backend the miniature is built (or found in the
-cache) first, as its own step (`helpers.experiment.miniature`; `--build`: only that step). Each notebook gets `params_file` and the `-p`
-overrides (it loads and checks the rest itself: `helpers.experiment.params.notebook_params`), so a notebook run
+cache) first, as its own step (`helpers.experiment.run.miniature`; `--build`: only that step). Each notebook gets `params_file` and the `-p`
+overrides (it loads and checks the rest itself: `helpers.experiment.run.params.notebook_params`), so a notebook run
 alone with the papermill CLI behaves exactly as it does here. One line per notebook with its time, and while
 it runs its latest output line (build steps, progress bars: `progress.ProgressLine`; the kernel writes bars and build
 notes to the notebook's log, `quiet.route_progress`, so the executed notebook holds none); the first failure names the notebook, the error and the partially executed copy, and exits non-zero.
@@ -24,10 +24,10 @@ from pathlib import Path
 
 from helpers.artifacts import atomic_write
 from helpers.backends.mini.numerics import build_env
-from helpers.experiment.metrics import run_info, update_metrics
-from helpers.experiment.progress import LogTail, ProgressLine
-from helpers.experiment.params import REPO_ROOT, ParamsError, load_params, parse_override
-from helpers.experiment.quiet import PROGRESS_ENV
+from helpers.experiment.run.metrics import run_info, update_metrics
+from helpers.experiment.run.progress import LogTail, ProgressLine
+from helpers.experiment.run.params import REPO_ROOT, ParamsError, load_params, parse_override
+from helpers.experiment.run.quiet import PROGRESS_ENV
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 
@@ -89,7 +89,7 @@ def build_miniature(params_file: str, overrides: list[str], log: Path, every: fl
     log.parent.mkdir(parents=True, exist_ok=True)
     line = ProgressLine("miniature ...", every=every)
     start = time.time()
-    command = [sys.executable, "-m", "helpers.experiment.miniature", params_file]
+    command = [sys.executable, "-m", "helpers.experiment.run.miniature", params_file]
     command += [a for o in overrides for a in ("-p", o)] + (["--ship"] if ship else [])
     with open(log, "w") as f:
         child = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -185,7 +185,7 @@ def relative_paths(notebook: Path, P) -> None:
     to the project, or to the run's folders), not as this machine's absolute paths."""
     import nbformat
 
-    from helpers.experiment.setup import shown_path
+    from helpers.experiment.run.setup import shown_path
     nb = nbformat.read(notebook, as_version=4)
     meta = nb.metadata.get("papermill", {})
     for key in ("input_path", "output_path"):

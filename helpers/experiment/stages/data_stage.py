@@ -1,7 +1,7 @@
 """The data stage: every role's encoded samples, their teacher-forced (g, codes), the drafters' targets and inputs.
 
-The first stage of `helpers.experiment.stages` (which re-exports it), cached the same way: built once per run by the
-first process that asks, read from `outputs/<run>/artifacts/data-<key>/` by every later one.
+The first stage of `helpers.experiment.stages.stages` (which re-exports it), cached the same way: built once per run
+by the first process that asks, read from `outputs/<run>/artifacts/data-<key>/` by every later one.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import torch
 
 from helpers.artifacts import load_json, load_tensors, save_json, save_tensors
 from helpers.backends.base import Sample
-from helpers.experiment.backend_factory import backend, sampler
-from helpers.experiment.params import RunParams
-from helpers.experiment.stage_cache import cached
+from helpers.experiment.run.backend_factory import backend, sampler
+from helpers.experiment.run.params import RunParams
+from helpers.experiment.stages.stage_cache import cached
 from helpers.method.training import TeacherForcedHidden, fits_in_memory, materialised, sampled_targets
 
 SAMPLE_FIELDS = ("id", "lang", "text", "speaker", "seconds")

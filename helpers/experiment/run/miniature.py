@@ -1,4 +1,4 @@
-"""The miniature's build as its own step: `python -m helpers.experiment.miniature PARAMS [-p key=value]`.
+"""The miniature's build as its own step: `python -m helpers.experiment.run.miniature PARAMS [-p key=value]`.
 
 The runner runs it before the first notebook (and `python -m helpers PARAMS --build` runs only it), so that no
 notebook opens on minutes of building: the `mini` backend's speech, codec and model (and its phoneme recogniser)
@@ -25,7 +25,7 @@ def build(P) -> dict:
     copied from the shipped miniature `shipped`). Only for the mini backend."""
     if P.backend != "mini":
         raise ValueError(f"backend {P.backend!r} has no miniature to build (only backend 'mini' does)")
-    from helpers.experiment import stages
+    from helpers.experiment.stages import stages
     return stages.backend(P).mini.history
 
 
@@ -35,7 +35,7 @@ def ship(P) -> Path:
     if not P.mini_trained:
         raise ValueError("mini_trained is empty: name the folder the trained miniature is written to")
     from helpers.backends.mini.shipped import ship as write
-    from helpers.experiment import stages
+    from helpers.experiment.stages import stages
     Path(P.cache_dir).mkdir(parents=True, exist_ok=True)
     start = time.time()
     with tempfile.TemporaryDirectory(prefix=".ship-", dir=P.cache_dir) as empty:
@@ -44,10 +44,11 @@ def ship(P) -> Path:
 
 
 def main(argv=None) -> int:
-    from helpers.experiment.params import ParamsError, load_params, parse_override
-    from helpers.experiment.process import process_settings, run_threads
-    from helpers.experiment.quiet import silence_banners
-    ap = argparse.ArgumentParser(prog="python -m helpers.experiment.miniature", description=__doc__.splitlines()[0])
+    from helpers.experiment.run.params import ParamsError, load_params, parse_override
+    from helpers.experiment.run.process import process_settings, run_threads
+    from helpers.experiment.run.quiet import silence_banners
+    ap = argparse.ArgumentParser(prog="python -m helpers.experiment.run.miniature",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("params")
     ap.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--ship", action="store_true", help="build from scratch and write the trained steps to "
@@ -59,7 +60,7 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     silence_banners()
-    process_settings(run_threads(P.backend))        # where this process starts (helpers.experiment.process)
+    process_settings(run_threads(P.backend))        # where this process starts (helpers.experiment.run.process)
     start = time.time()
     if args.ship:
         folder = ship(P)

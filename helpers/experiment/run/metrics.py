@@ -6,7 +6,7 @@ Sections (dotted keys):
                             false: a notebook run outside it, in JupyterLab, last wrote `run`)
     data.table                                              (Table 1 rows)
     codec_levels, codec_levels_per.{levels, per.<code>, mean}   (mini: each codec level's statistics, and the round
-                            trip's PER with the first k levels: `helpers.experiment.codec_round_trip`)
+                            trip's PER with the first k levels: `helpers.experiment.stages.codec_round_trip`)
     drafters.<reused|offsets|offsets_prenorm|medusa>.{tokens_per_step, added_params, ...}
     main_drafter.{name, why, expected_tokens_per_step}      (`stages.main_drafter_choice`: chosen on calibration data)
     languages.<code>.{tokens_per_step_ar, tokens_per_step_spec, per_gt, per_codec, per_ar, per_spec, per_ar_std,
@@ -34,9 +34,9 @@ from pathlib import Path
 import torch
 
 from helpers.artifacts import load_json, save_json
-from helpers.experiment.pool import available_cores, worker_count
+from helpers.experiment.run.pool import available_cores, worker_count
 from helpers.report.nb08_report import legacy_keys_renamed
-from helpers.experiment.params import REPO_ROOT, RunParams
+from helpers.experiment.run.params import REPO_ROOT, RunParams
 from helpers.measure.machine import machine
 
 PACKAGES = ("torch", "transformers", "qwen-tts", "papermill", "coremltools", "jiwer", "numpy")

@@ -1,7 +1,7 @@
 """`make bench`: the latency sweep and the whole-frame comparison on the miniature, printed and saved.
 
-    python -m helpers.experiment.bench [--params params/mini.yaml] [--calls 200] [--frames 200]
-                                       [--compile inductor] [--compiled-sizes 4 8 16]
+    python -m helpers.experiment.bench.bench [--params params/mini.yaml] [--calls 200] [--frames 200]
+                                             [--compile inductor] [--compiled-sizes 4 8 16]
 
 It reuses the cached stages of the params' run (the miniature, trained drafters, calibration tables, shared
 with `make run`; built if absent) and saves outputs/bench/latency_mini_cpu.json. Then, in one process each:
@@ -25,12 +25,12 @@ import time
 import torch
 
 from helpers.artifacts import save_json
-from helpers.experiment import stages
-from helpers.experiment.backend_factory import deployment_dtype
-from helpers.experiment.deployment_bench import deployment_comparison, full_size_comparison
-from helpers.experiment.params import load_params, parse_override
-from helpers.experiment.process import process_settings
-from helpers.experiment.quiet import silence_banners
+from helpers.experiment.stages import stages
+from helpers.experiment.run.backend_factory import deployment_dtype
+from helpers.experiment.bench.deployment_bench import deployment_comparison, full_size_comparison
+from helpers.experiment.run.params import load_params, parse_override
+from helpers.experiment.run.process import process_settings
+from helpers.experiment.run.quiet import silence_banners
 from helpers.measure.compiled_latency import (compiled_round_profile, format_round_profile, format_side_by_side,
                                              side_by_side)
 from helpers.measure.deployments import format_frames, format_grid, format_phases, real_shape_grid
@@ -87,7 +87,7 @@ def main(argv=None) -> dict:
     if min(args.compiled_sizes) < 1:
         ap.error(f"--compiled-sizes {args.compiled_sizes}: each must be a tree size of at least 1")
     overrides = dict(parse_override(o) for o in args.overrides)
-    process_settings(args.threads)       # where this process starts: its torch threads (helpers.experiment.process)
+    process_settings(args.threads)       # where this process starts: its torch threads (helpers.experiment.run.process)
     if args.real_only:
         return {"real": real_shape(args.real_rounds or 40, args.real_out)}
     start = time.perf_counter()

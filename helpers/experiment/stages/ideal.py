@@ -1,16 +1,16 @@
 """The ideal drafter's jobs: its exact marginals (the calibration ceiling) and rank-0 drafts (the diagnostics).
 
 The enumeration (`helpers.method.ceiling`) runs in IDEAL_DTYPE on blocks of IDEAL_BLOCK frames, the same blocks
-for any number of workers (`helpers.experiment.pool`), on a copy of the code predictor made once per process.
+for any number of workers (`helpers.experiment.run.pool`), on a copy of the code predictor made once per process.
 """
 
 from __future__ import annotations
 
 import torch
 
-from helpers.experiment.backend_factory import backend, predictor_in, sampler
-from helpers.experiment.params import RunParams
-from helpers.experiment.stage_cache import memo
+from helpers.experiment.run.backend_factory import backend, predictor_in, sampler
+from helpers.experiment.run.params import RunParams
+from helpers.experiment.stages.stage_cache import memo
 from helpers.method.ceiling import ceiling_sums, ideal_drafts
 from helpers.method.predictor import CodePredictor
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from helpers.experiment import stages
-from helpers.experiment.backend_factory import backend, sampler
-from helpers.experiment.params import RunParams
+from helpers.experiment.stages import stages
+from helpers.experiment.run.backend_factory import backend, sampler
+from helpers.experiment.run.params import RunParams
 from helpers.measure.deployments import (DEPLOYMENTS, call_grid, call_phases, deployed, deployment_frames,
                                         runnable)
 from helpers.method.kernels import fits, unsupported

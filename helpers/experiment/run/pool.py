@@ -10,7 +10,7 @@ depend on how many processes run them: a test compares 1 and 2 workers on the sa
 Workers are started with `spawn` (safe beside a Jupyter kernel, and the only start method CUDA allows), each on
 one thread, and load what they need from the stages' caches: a job function must only call stages that the
 calling process has built already (two processes building one stage would both do the work). On CUDA the jobs
-run in the calling process (one GPU, one process: scale out with shards instead, `helpers.experiment.shards`).
+run in the calling process (one GPU, one process: scale out with shards instead, `helpers.experiment.stages.shards`).
 
 Workers end with their parent, however it ends: a runner or a JupyterLab kernel killed mid-stage (SIGKILL, out of
 memory) would otherwise leave them running, orphaned, about 1 GB each. On Linux each worker asks the kernel, first
@@ -67,15 +67,15 @@ def _end_with_parent(parent: int) -> None:
 
 def _one_thread(parent: int) -> None:
     """Worker initializer, where a worker process starts: it ends with its parent (`_end_with_parent`), torch and
-    the BLAS pools on one thread (set before the job's imports start them; `helpers.experiment.process`); the
+    the BLAS pools on one thread (set before the job's imports start them; `helpers.experiment.run.process`); the
     stages' "cached" lines of a worker's own loading are not printed (its errors come back with its job)."""
     _end_with_parent(parent)
     for name in THREAD_VARIABLES:
         os.environ[name] = "1"
     sys.stdout = open(os.devnull, "w")
-    from helpers.experiment.quiet import silence_banners
+    from helpers.experiment.run.quiet import silence_banners
     silence_banners()                          # the libraries' known import banners (SoX, flash-attn)
-    from helpers.experiment.process import process_settings
+    from helpers.experiment.run.process import process_settings
     process_settings(threads=1)
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from helpers.artifacts import atomic_write
-from helpers.experiment.params import REPO_ROOT, RunParams
-from helpers.experiment.quiet import under_runner
+from helpers.experiment.run.params import REPO_ROOT, RunParams
+from helpers.experiment.run.quiet import under_runner
 
 AUDIO = "audio"                 # the run folder's subfolder of sound examples
 

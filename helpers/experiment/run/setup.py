@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.experiment.metrics import run_info, update_metrics
-from helpers.experiment.params import REPO_ROOT, RunParams, notebook_params
-from helpers.experiment.process import process_settings, run_threads
-from helpers.experiment.quiet import silence_banners, under_runner
-from helpers.experiment.notebook_check import CAPTION
+from helpers.experiment.run.metrics import run_info, update_metrics
+from helpers.experiment.run.params import REPO_ROOT, RunParams, notebook_params
+from helpers.experiment.run.process import process_settings, run_threads
+from helpers.experiment.run.quiet import silence_banners, under_runner
+from helpers.experiment.run.notebook_check import CAPTION
 from helpers.report.plots import figure_record, save as save_figure
 from helpers.report.tables import write_table
 
@@ -64,8 +64,8 @@ def shown_path(path, P: RunParams) -> str:
 
 def setup(namespace: dict) -> tuple[RunParams, RunOutputs]:
     """Validate the notebook's parameters (`namespace`: its globals()), silence the libraries' known banners
-    (`helpers.experiment.quiet`), set the kernel's process-wide settings (`helpers.experiment.process`: one torch
-    thread for the miniature) and say where the outputs go. Outside the runner (JupyterLab, papermill alone) the
+    (`helpers.experiment.run.quiet`), set the kernel's process-wide settings (`helpers.experiment.run.process`: one
+    torch thread for the miniature) and say where the outputs go. Outside the runner (JupyterLab, papermill alone) the
     notebook records the run's `run` section itself (params, versions, revision: `metrics.run_info`), with
     `runner` false: no runner times the notebooks (`run.wall_s`), and notebook 08 does not ask for it."""
     silence_banners()

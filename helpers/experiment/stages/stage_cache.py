@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from helpers.artifacts import cached_step, params_key
-from helpers.experiment.params import RunParams
+from helpers.experiment.run.params import RunParams
 
 STAGE_FIELDS = {
     "data": ("backend", "mini_preset", "mini_build_seed", "model_id_or_path", "dtype", "attn_implementation", "seed", "languages",
@@ -21,7 +21,7 @@ STAGE_FIELDS = {
                  "top_k", "top_p", "temperature"),       # the sampler: self-distilled targets and every later stage
     "calibration": ("tree_sizes", "ceiling_frames"),
     "evaluation": ("tree_size",),
-    "wer": ("wer_seeds",),               # the quality stage (`helpers.experiment.quality`); its artifacts' name
+    "wer": ("wer_seeds",),               # the quality stage (`helpers.experiment.stages.quality`); its artifacts' name
 }
 QWEN3_DATA_FIELDS = ("speaker", "max_utterance_seconds", "whisper_id") + tuple(
     f"{d}_{k}" for d in ("voxpopuli", "librispeech", "fleurs") for k in ("id", "config", "split", "revision", "data_dir")

@@ -10,11 +10,11 @@ stage's `per_codec` (the same decoder, recogniser and utterances, recognised per
 from __future__ import annotations
 
 from helpers.artifacts import load_json, save_json
-from helpers.experiment.backend_factory import backend
-from helpers.experiment.params import RunParams
-from helpers.experiment.pool import run_jobs
-from helpers.experiment.stage_cache import cached
-from helpers.experiment.stages import samples
+from helpers.experiment.run.backend_factory import backend
+from helpers.experiment.run.params import RunParams
+from helpers.experiment.run.pool import run_jobs
+from helpers.experiment.stages.stage_cache import cached
+from helpers.experiment.stages.stages import samples
 
 LEVELS = (1, 2, 4, 8, 16)
 

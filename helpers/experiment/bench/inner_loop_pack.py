@@ -1,7 +1,7 @@
 """The miniature's inner loop as a few shipped files: what a GPU benchmark reads, so that a bare CUDA machine trains
 nothing and needs no espeak (`make bench-gpu`, docs/gpu.md).
 
-    python -m helpers.experiment.inner_loop_pack [--params params/mini.yaml] [--out outputs/gpu-pack]
+    python -m helpers.experiment.bench.inner_loop_pack [--params params/mini.yaml] [--out outputs/gpu-pack]
 
 writes, from the run's cached stages (built if absent, as `make run` builds them):
     talker.json, talker.safetensors   the official talker's config and the weights the inner loop reads (its code
@@ -51,9 +51,9 @@ class InnerLoopPack:
 
 def write_pack(params: str, out: str | Path, frames: int = 100) -> Path:
     """The pack of the run of `params` (its stages built where absent) into the folder `out`."""
-    from helpers.experiment import stages
-    from helpers.experiment.backend_factory import backend, sampler
-    from helpers.experiment.params import load_params
+    from helpers.experiment.stages import stages
+    from helpers.experiment.run.backend_factory import backend, sampler
+    from helpers.experiment.run.params import load_params
 
     P = load_params(params)
     b = backend(P)
@@ -90,7 +90,7 @@ def load_pack(folder: str | Path, device: str | torch.device = "cpu", dtype: tor
     missing = [f for f in FILES if not (folder / f).is_file()]
     if missing:
         raise FileNotFoundError(f"{folder} is not an inner-loop pack: missing {', '.join(missing)} (write one with "
-                                f"python -m helpers.experiment.inner_loop_pack)")
+                                f"python -m helpers.experiment.bench.inner_loop_pack)")
     with global_rng(0):                  # the talker's own layers (unused by the inner loop): a fixed random init
         talker = Qwen3TTSTalkerForConditionalGeneration(Qwen3TTSTalkerConfig(**load_json(folder / "talker.json")))
     result = talker.load_state_dict(load_tensors(folder / "talker.safetensors"), strict=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from numbers import Integral, Real
 
-from helpers.experiment.quiet import under_runner
+from helpers.experiment.run.quiet import under_runner
 
 NOT_SHOWN = "**Not shown:**"        # what a live render that refuses its values shows before the reason
 

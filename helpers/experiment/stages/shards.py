@@ -1,9 +1,10 @@
 """Scale-out: each process extracts or evaluates its own contiguous block of a role's utterances; a merge step
 joins the blocks in shard order, so the merged artifact is the one a single process writes.
 
-    python -m helpers.experiment.shards extract --params params/qwen3-tts-0.6b.yaml --out DIR train validation
-    torchrun --nproc-per-node 8 -m helpers.experiment.shards extract --params ... --out DIR train   # one block per GPU
-    python -m helpers.experiment.shards merge --out DIR --num-shards 8 train
+    python -m helpers.experiment.stages.shards extract --params params/qwen3-tts-0.6b.yaml --out DIR train validation
+    torchrun --nproc-per-node 8 -m helpers.experiment.stages.shards extract --params ... --out DIR train
+                                                                            # one block per GPU
+    python -m helpers.experiment.stages.shards merge --out DIR --num-shards 8 train
 
 A shard is `DIR/<name>-shard-<i>-of-<n>.json` (lists per utterance: ids, languages, ... or evaluation rows)
 plus, for extraction, `.safetensors` (g [F, H_talker], codes [F, 16], frames [utterances]). Merging
@@ -20,9 +21,9 @@ from pathlib import Path
 import torch
 
 from helpers.artifacts import load_json, load_tensors, save_json, save_tensors
-from helpers.experiment.params import load_params, parse_override
-from helpers.experiment.backend_factory import load_backend
-from helpers.experiment.quality import STREAM_STRIDE, transcribed_runs
+from helpers.experiment.run.params import load_params, parse_override
+from helpers.experiment.run.backend_factory import load_backend
+from helpers.experiment.stages.quality import STREAM_STRIDE, transcribed_runs
 
 
 def shard_of(items: list, shard_index: int, num_shards: int) -> list:

@@ -1,12 +1,14 @@
 """The experiment as cached stages, shared by the notebooks (each notebook runs one stage and shows it).
 
-    data (`helpers.experiment.data_stage`) -> drafters -> calibration -> evaluation -> quality (`helpers.experiment.quality`)
+    data (`helpers.experiment.stages.data_stage`) -> drafters -> calibration -> evaluation
+        -> quality (`helpers.experiment.stages.quality`)
 
 Every stage writes its artifacts to `outputs/<run>/artifacts/<stage>-<key>/` (safetensors and JSON,
 built in a temporary folder and renamed), where the key hashes the parameters the stage and the
-stages before it depend on (`helpers.experiment.stage_cache`). A stage whose artifacts exist is loaded, not
+stages before it depend on (`helpers.experiment.stages.stage_cache`). A stage whose artifacts exist is loaded, not
 recomputed, so any notebook runs on its own (it builds what it needs) and re-running a notebook costs nothing new.
-The backend comes from `helpers.experiment.backend_factory`, the ideal drafter's jobs from `helpers.experiment.ideal`.
+The backend comes from `helpers.experiment.run.backend_factory`, the ideal drafter's jobs from
+`helpers.experiment.stages.ideal`.
 """
 
 from __future__ import annotations
@@ -17,13 +19,13 @@ import torch
 
 from helpers.artifacts import load_json, load_tensors, save_json, save_tensors
 from helpers.backends.base import Sample
-from helpers.experiment.data_stage import (dataset_table, drafter_states, drafter_states_job,  # noqa: F401 (re-exported)
-                                           drafter_targets, samples, teacher_forced)
-from helpers.experiment.backend_factory import backend, predictor_in, sampler
-from helpers.experiment.ideal import ceiling_job, frame_blocks, ideal_job
-from helpers.experiment.params import RunParams
-from helpers.experiment.pool import run_jobs
-from helpers.experiment.stage_cache import cached
+from helpers.experiment.run.backend_factory import backend, predictor_in, sampler
+from helpers.experiment.run.params import RunParams
+from helpers.experiment.run.pool import run_jobs
+from helpers.experiment.stages.data_stage import (  # noqa: F401 (re-exported)
+    dataset_table, drafter_states, drafter_states_job, drafter_targets, samples, teacher_forced)
+from helpers.experiment.stages.ideal import ceiling_job, frame_blocks, ideal_job
+from helpers.experiment.stages.stage_cache import cached
 from helpers.adapter.synthesis import Synthesis
 from helpers.method.calibration import acceptance_table, expected_tokens_per_step, greedy_tree, uncapped_table
 from helpers.method.ceiling import ceiling_mean, target_sharpness
