@@ -52,3 +52,23 @@ def test_no_notebook_cell_holds_logic(path):
     problems = [f"cell {i}: {p}" for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
                 for p in cell_problems(cell.source)]
     assert not problems, f"{path.name}: " + "; ".join(problems)
+
+
+def test_what_a_notebook_imports_before_setup_prints_no_banner():
+    """A notebook's imports before `setup()` (which silences the libraries' known banners) load no qwen_tts, whose
+    import prints them: in the executed notebook they would land in that cell's output."""
+    import subprocess
+    import sys
+
+    from helpers.experiment.run.params import REPO_ROOT
+
+    heads = set()
+    for path in notebooks():
+        cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        source = next(c.source for c in cells if "setup(globals())" in c.source)
+        heads |= {line for line in source.split("setup(globals())")[0].splitlines()
+                  if line.startswith(("from ", "import "))}
+    probe = "\n".join(sorted(heads)) + "\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith('qwen_tts')))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", done.stdout

@@ -123,9 +123,15 @@ def test_one_notebook_runs_alone_with_the_papermill_cli(smoke_run, smoke_cache, 
 
 
 def test_a_failing_notebook_is_named_with_its_partial_output(smoke_run, tmp_path):
+    """A missing model: the pre-flight stops the run before any notebook; past it (--no-check), the notebook that
+    fails is named and its partial output kept."""
     out, _ = smoke_run
-    result = run("-m", "helpers", "params/smoke.yaml", "--only", "01", "-p", "run_name=broken",
-                 "-p", f"output_dir={out}", "-p", "backend=qwen3", "-p", f"model_id_or_path={tmp_path / 'missing'}")
+    broken = ("-m", "helpers", "params/smoke.yaml", "--only", "01", "-p", "run_name=broken", "-p", f"output_dir={out}",
+              "-p", "backend=qwen3", "-p", f"model_id_or_path={tmp_path / 'missing'}")
+    refused = run(*broken)
+    assert refused.returncode == 1 and "the pre-flight failed" in refused.stderr
+    assert "FAILED" in refused.stdout + refused.stderr and not (out / "broken").exists()
+    result = run(*broken, "--no-check")
     assert result.returncode == 1
     assert "notebook 01_data_and_teacher_forcing.ipynb failed in cell" in result.stderr
     assert (out / "broken" / "01_data_and_teacher_forcing.ipynb").exists()

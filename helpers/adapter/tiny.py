@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSTalkerConfig
-from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSTalkerForConditionalGeneration
 
 from helpers.adapter.global_rng import global_rng
 
@@ -53,7 +51,7 @@ QWEN3_TTS_0_6B = TinyTalkerSpec(hidden_size=1024, num_layers=5, num_heads=16, nu
 
 
 def build_tiny_talker(spec: TinyTalkerSpec = TinyTalkerSpec(), seed: int = 0,
-                      dtype: torch.dtype = torch.float64) -> Qwen3TTSTalkerForConditionalGeneration:
+                      dtype: torch.dtype = torch.float64):
     """A randomly initialised official talker (with its code predictor), in eval mode.
 
     `logit_scale` multiplies the code predictor's LM heads so that the target distributions are
@@ -62,6 +60,9 @@ def build_tiny_talker(spec: TinyTalkerSpec = TinyTalkerSpec(), seed: int = 0,
     `E_i`: a systematic drift of the hidden state along the frame, the structure that position-aware
     offsets exist to undo. With 0 the drafts of a random model carry almost no signal.
     """
+    from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSTalkerConfig     # here, not with the module:
+    from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSTalkerForConditionalGeneration  # its banners
+
     config = Qwen3TTSTalkerConfig(
         code_predictor_config=spec.code_predictor_config(),
         vocab_size=spec.talker_vocab_size,
