@@ -135,8 +135,6 @@ def resources(P, tensors: dict[str, int]) -> dict:
     config = json.loads((CONFIGS / "config.json").read_text())
     need = Needs.of(P, Found(P.model_id_or_path, "configuration files", config, tensors),
                     Found(P.whisper_id, "not counted", {}, {}))
-    n, how = need.memory["weights"]
-    need.memory["weights"] = (n, how.split(" + Whisper's")[0])                  # none counted here
     return {"memory": {k: [n, how] for k, (n, how) in need.memory.items()},
             "disk": {k: [n, how] for k, (n, how) in need.disk.items() if k != "models"}}
 

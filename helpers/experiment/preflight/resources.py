@@ -59,9 +59,9 @@ class Needs:
         need.disk["syntheses"] = (synth * CODE_BYTES, f"{synth} frames (AR and speculative x {P.wer_seeds} seeds) "
                                                       f"x {CODE_BYTES} B")
         asr_b = 2 if P.device == "cuda" else 4
+        whisper = f" + Whisper's {count(asr.parameters)} x {asr_b} B" if asr.tensors else ""   # none: not counted
         need.memory["weights"] = (tts.parameters * b + asr.parameters * asr_b,
-                                  f"{count(tts.parameters)} parameters x {b} B + Whisper's "
-                                  f"{count(asr.parameters)} x {asr_b} B")
+                                  f"{count(tts.parameters)} parameters x {b} B{whisper}")
         if P.inner_dtype != P.dtype:
             copy = sum(tts.parameters_under(p) for p in PREDICTOR)
             need.memory["inner loop copy"] = (copy * b_in, f"{count(copy)} parameters x {b_in} B")
