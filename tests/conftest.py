@@ -6,6 +6,8 @@ method's exactness tests among them; `make test` runs everything.
 """
 
 import helpers  # noqa: F401  (first: the numerical pins take effect only before numpy and torch load)
+import time
+
 import pytest
 import torch
 
@@ -80,3 +82,26 @@ def backend(qwen3_tiny):
     torch.set_num_threads(1)
     yield load_backend(tiny_params(qwen3_tiny))
     torch.set_num_threads(threads)
+
+
+SLOW_TEST_SECONDS = 60          # a test that takes longer is named as it ends, with the session's time so far
+SESSION_START = time.time()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    """A test over `SLOW_TEST_SECONDS` gets a line of its own (name, seconds, the session's minutes so far, memory
+    available): where a run's time goes shows in its log even when something stops it before the summary."""
+    if report.when == "call" and report.duration >= SLOW_TEST_SECONDS:
+        print(f"\n[slow] {report.nodeid} {report.outcome} in {report.duration:.0f} s; session "
+              f"{(time.time() - SESSION_START) / 60:.0f} min; {available_gib()} GiB available", flush=True)
+
+
+def available_gib() -> str:
+    """MemAvailable of /proc/meminfo in GiB ("?" where there is none)."""
+    try:
+        with open("/proc/meminfo") as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+        return f"{kib / 2**20:.1f}"
+    except (OSError, StopIteration):
+        return "?"
