@@ -92,8 +92,8 @@ SESSION_START = time.time()
 def pytest_runtest_logreport(report):
     """A test over `SLOW_TEST_SECONDS` gets a line of its own (name, seconds, the session's minutes so far, memory
     available): where a run's time goes shows in its log even when something stops it before the summary."""
-    if report.when == "call" and report.duration >= SLOW_TEST_SECONDS:
-        print(f"\n[slow] {report.nodeid} {report.outcome} in {report.duration:.0f} s; session "
+    if report.when != "teardown" and report.duration >= SLOW_TEST_SECONDS:
+        print(f"\n[slow] {report.nodeid} {report.when} {report.outcome} in {report.duration:.0f} s; session "
               f"{(time.time() - SESSION_START) / 60:.0f} min; {available_gib()} GiB available", flush=True)
 
 

@@ -16,6 +16,7 @@ import json
 import re
 
 from nbclient import NotebookClient
+from nbclient.output_widget import OutputWidget
 from nbformat.v4 import new_code_cell
 from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
@@ -44,6 +45,16 @@ print(_json.dumps([{"out": b.out.model_id, "controls": [
 """
 
 
+class ShownOutput(OutputWidget):
+    """nbclient's stand-in for a front end's output widget, which records what the widget shows (the client's
+    `widget_state`) without writing it back to the kernel. That write is a message on the shell socket sent while the
+    client waits on the same socket for the cell's reply; with it, a control move's reply was left unread in one move
+    of a few dozen, and the cell never ended (its timeout did not fire either). Nothing the notebooks do reads it."""
+
+    def sync_state(self) -> None:
+        pass
+
+
 # Printed text that reads as a failure or a warning ("Traceback (most recent call last)", "UserWarning: ...").
 FAILURE_TEXT = re.compile(r"Traceback \(most recent call last\)|\b\w*(Warning|Error)\b:")
 
@@ -70,6 +81,7 @@ def run_plain(path, parameters: dict, cwd, combos=(), timeout: int = 1200):
     nb = parameterize_notebook(load_notebook_node(str(path)), parameters)
     client = NotebookClient(nb, kernel_name="python3", timeout=timeout, allow_errors=True,
                             resources={"metadata": {"path": str(cwd)}})
+    client.widget_registry["@jupyter-widgets/output"]["OutputModel"] = ShownOutput
     renders = []
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):

@@ -146,8 +146,9 @@ def test_w8a8_speculation_returns_its_ar_codes():
     g, c0 = random_frame_inputs(SPEC.talker_hidden_size, SPEC.talker_vocab_size, 200,
                                 torch.Generator().manual_seed(6), torch.float32)
     u = frame_uniforms(torch.Generator().manual_seed(7), batch=200)
+    ar = Decoder(predictor, sampler)
     same = sum(torch.equal(decoder.decode_frame(g[j:j + 1], c0[j:j + 1], u[j:j + 1]).codes,
-                           Decoder(predictor, sampler).decode_frame(g[j:j + 1], c0[j:j + 1], u[j:j + 1]).codes)
+                           ar.decode_frame(g[j:j + 1], c0[j:j + 1], u[j:j + 1]).codes)
                for j in range(200))
     assert same >= 196, same
 
@@ -168,7 +169,8 @@ def test_a_kernels_speculative_codes_are_samples_of_its_ar_codes(kernel):
     sampler = SamplerConfig(temperature=0.9)
     decoder = Decoder(predictor, sampler, make_drafter("reused", predictor, 3), TREES["sparse16"])
     n = 1500
-    ar = _codes(lambda g, c0, u: Decoder(predictor, sampler).decode_frame(g.to(dtype), c0, u).codes, n, seed=1)
+    plain = Decoder(predictor, sampler)
+    ar = _codes(lambda g, c0, u: plain.decode_frame(g.to(dtype), c0, u).codes, n, seed=1)
     spec = _codes(lambda g, c0, u: decoder.decode_frame(g.to(dtype), c0, u).codes, n, seed=2)
     hot = Decoder(predictor, SamplerConfig(temperature=1.2))
     hotter = _codes(lambda g, c0, u: hot.decode_frame(g.to(dtype), c0, u).codes, n, seed=3)

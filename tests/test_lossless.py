@@ -50,7 +50,7 @@ def test_batched_ar_equals_one_frame_at_a_time(tiny):
     spec, _, cp = tiny
     g, c0 = frame_inputs(spec, 20, seed=9)
     u = frame_uniforms(torch.Generator().manual_seed(9), batch=20)
-    batched = Decoder(cp, SamplerConfig()).decode_frame(g, c0, u).codes
-    single = torch.cat([Decoder(cp, SamplerConfig()).decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]).codes
-                        for i in range(20)])
+    decoder = Decoder(cp, SamplerConfig())
+    batched = decoder.decode_frame(g, c0, u).codes
+    single = torch.cat([decoder.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]).codes for i in range(20)])
     assert torch.equal(batched, single)

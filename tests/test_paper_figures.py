@@ -34,11 +34,11 @@ def test_round_records_are_the_rounds_that_ran(run, kind):
     talker, predictor, g, c0, u = run
     drafter = (PositionOffsets if kind == "offsets" else ReusedHeads)(predictor, 3)
     dec = Decoder(predictor, SamplerConfig(), drafter, greedy_tree(REFERENCE_TABLE, 8))
+    ar = Decoder(predictor, SamplerConfig())
     for j in range(FRAMES):
         res = dec.decode_frame(g[j:j + 1], c0[j:j + 1], u[j:j + 1])
         codes = res.codes[0].tolist()
-        assert codes == Decoder(predictor, SamplerConfig()).decode_frame(g[j:j + 1], c0[j:j + 1],
-                                                                         u[j:j + 1]).codes[0].tolist()
+        assert codes == ar.decode_frame(g[j:j + 1], c0[j:j + 1], u[j:j + 1]).codes[0].tolist()
         recs = round_records(dec, res)
         assert [r.accepted for r in recs] == res.accepted[:len(recs)] and len(recs) >= 1
         for r in recs:

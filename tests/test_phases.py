@@ -78,8 +78,8 @@ def test_round_profile_structure(setup):
     assert all(ar[p] >= 0 for p in AR_PHASES)
     sampler = SamplerConfig()
     for n, r in prof["trees"].items():
-        calls = [Decoder(cp, sampler, drafter, trees[n]).decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]).calls
-                 for i in range(g.shape[0])]
+        decoder = Decoder(cp, sampler, drafter, trees[n])
+        calls = [decoder.decode_frame(g[i:i + 1], c0[i:i + 1], u[i:i + 1]).calls for i in range(g.shape[0])]
         assert math.isclose(r["rounds"], sum(calls) / len(calls) - 1)
         for p in ROUND_PHASES + ("per_call_ms",):
             assert math.isclose(r["over_ar"][p], r[p] - ar.get(p, 0.0))
