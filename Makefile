@@ -24,13 +24,17 @@ run: setup
 mini: setup
 	$(PY) -m helpers params/mini.yaml --ship
 
+# Two test processes (pytest-xdist), one thread each: the tests that share the smoke miniature or the tiny real
+# checkpoint run in one process (their group), so each is built once.
+TWO    := -n 2 --dist loadgroup
+
 test: setup
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q      # tiny models: one thread each, no oversubscription
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(TWO)      # tiny models: one thread each, no oversubscription
 
 # The development tier: every test but the slow ones (the smoke miniature, the tiny real checkpoint, the notebook
 # sequence); the method's exactness tests are all in it. CI runs `make test`.
 test-fast: setup
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m "not slow"
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(TWO) -m "not slow"
 
 # Latency sweep (q = 1 vs q = N + 1) and whole-frame inner loop (official generate vs AR vs speculative)
 # on the miniature of params/mini.yaml (its cached stages, shared with make run; built if absent), and where

@@ -6,6 +6,7 @@ method's exactness tests among them; `make test` runs everything.
 """
 
 import helpers  # noqa: F401  (first: the numerical pins take effect only before numpy and torch load)
+import os
 import time
 
 import pytest
@@ -27,14 +28,18 @@ SPECS = {
 }
 
 
-SLOW_FIXTURES = {"smoke_cache", "qwen3_tiny"}
+SLOW_FIXTURES = ("smoke_cache", "qwen3_tiny")
 
 
+@pytest.hookimpl(tryfirst=True)         # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items):
-    """Mark `slow` every test whose fixtures (direct or through others) build the smoke miniature or qwen3_tiny."""
+    """Mark `slow` every test whose fixtures (direct or through others) build the smoke miniature or qwen3_tiny, and
+    put it in that fixture's group: `make test` runs the tests in two processes (pytest-xdist, `--dist loadgroup`),
+    and a group's tests run in one of them, so each session fixture is built once."""
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if used := [f for f in SLOW_FIXTURES if f in getattr(item, "fixturenames", ())]:
             item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group(used[0]))
 
 
 @pytest.fixture(scope="session")
@@ -92,7 +97,8 @@ SESSION_START = time.time()
 def pytest_runtest_logreport(report):
     """A test over `SLOW_TEST_SECONDS` gets a line of its own (name, seconds, the session's minutes so far, memory
     available): where a run's time goes shows in its log even when something stops it before the summary."""
-    if report.when != "teardown" and report.duration >= SLOW_TEST_SECONDS:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")          # the controller says it, for every worker's tests
+    if report.when != "teardown" and report.duration >= SLOW_TEST_SECONDS and not worker:
         print(f"\n[slow] {report.nodeid} {report.when} {report.outcome} in {report.duration:.0f} s; session "
               f"{(time.time() - SESSION_START) / 60:.0f} min; {available_gib()} GiB available", flush=True)
 
