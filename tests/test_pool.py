@@ -7,11 +7,13 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 import pytest
 import torch
+from jupyter_client import KernelManager
 
 from helpers.experiment.run.params import ParamsError, RunParams
 from helpers.experiment.run.pool import available_cores, run_jobs, worker_count
@@ -51,19 +53,25 @@ def test_worker_count():
         RunParams(workers=-1)
 
 
-# A parent whose two workers each mark that their job runs, then sleep: the pool stays alive until it is killed.
-PARENT = """
-import os, sys, time
+# Two jobs that mark that they run, then sleep: the pool stays alive until its parent is killed. In a module of their
+# own, so a spawned worker imports them (a job defined in a kernel's cells would not be importable there).
+SLEEPING_JOB = """
+import os, time
 from pathlib import Path
 
 def sleeping_job(P, job):
-    Path(sys.argv[1], f"running-{os.getpid()}").touch()
+    Path(__file__).parent.joinpath(f"running-{os.getpid()}").touch()
     time.sleep(120)
+"""
 
-if __name__ == "__main__":
-    from helpers.experiment.run.params import RunParams
-    from helpers.experiment.run.pool import run_jobs
-    run_jobs(RunParams(workers=2), sleeping_job, [0, 1])
+# What the parent runs: a script's main, or a cell a kernel executes.
+RUN_POOL = """
+import sys
+sys.path.insert(0, {folder!r})
+from sleeping import sleeping_job
+from helpers.experiment.run.params import RunParams
+from helpers.experiment.run.pool import run_jobs
+run_jobs(RunParams(workers=2), sleeping_job, [0, 1])
 """
 
 
@@ -90,31 +98,68 @@ def _alive(process: tuple[int, str]) -> bool:
     return stat is not None and stat[19] == process[1] and stat[0] != "Z"      # a zombie has ended
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="workers end with their parent on Linux only")
-def test_killing_the_parent_ends_its_workers_and_resource_tracker(tmp_path):
-    (tmp_path / "parent.py").write_text(PARENT)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with open(tmp_path / "stderr", "w") as stderr:
-        parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py"), str(tmp_path)], cwd=ROOT, env=env,
-                                  stdout=subprocess.DEVNULL, stderr=stderr)
+def kill_mid_stage(folder: Path, parent_pid: int, parent_alive, kill) -> None:
+    """Wait until both jobs of the parent's pool run, SIGKILL the parent (`kill`), and check that none of its workers
+    and no resource tracker outlive it; a failure leaves nothing running either. parent_alive() -> bool, for a clear
+    error when the parent ends before its jobs start."""
     children = set()
     try:
         deadline = time.monotonic() + 120                    # torch's import in each worker: seconds on a busy machine
-        while len(list(tmp_path.glob("running-*"))) < 2:
-            assert parent.poll() is None, (tmp_path / "stderr").read_text()
+        while len(list(folder.glob("running-*"))) < 2:
+            assert parent_alive(), "the parent ended before its jobs ran"
             assert time.monotonic() < deadline, "the workers' jobs did not start"
             time.sleep(0.05)
-        children = _children(parent.pid)
-        assert len(children) == 3                            # two workers and the resource tracker
-        parent.send_signal(signal.SIGKILL)
-        parent.wait()
+        children = _children(parent_pid)
+        workers = {int(f.name.removeprefix("running-")) for f in folder.glob("running-*")}
+        assert workers <= {pid for pid, _ in children} and len(children) == 3   # two workers, the resource tracker
+        kill()
         deadline = time.monotonic() + 10
         while (left := {c for c in children if _alive(c)}) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not left, f"processes left after their parent was killed: {sorted(pid for pid, _ in left)}"
     finally:
-        parent.kill()
-        parent.wait()
-        for pid, _ in (c for c in children if _alive(c)):   # a failure leaves nothing running either
+        for pid, _ in (c for c in children if _alive(c)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers end with their parent on Linux only")
+def test_killing_the_parent_ends_its_workers_and_resource_tracker(tmp_path):
+    (tmp_path / "sleeping.py").write_text(SLEEPING_JOB)
+    main = textwrap.indent(RUN_POOL.format(folder=str(tmp_path)), "    ")
+    (tmp_path / "parent.py").write_text(f"if __name__ == '__main__':{main}")      # spawn imports the main module
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(tmp_path / "stderr", "w") as stderr:
+        parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py")], cwd=ROOT, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        def kill():
+            parent.send_signal(signal.SIGKILL)
+            parent.wait()
+
+        kill_mid_stage(tmp_path, parent.pid, lambda: parent.poll() is None, kill)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{(tmp_path / 'stderr').read_text()}") from None
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers end with their parent on Linux only")
+def test_killing_a_kernel_mid_cell_ends_its_workers_and_resource_tracker(tmp_path):
+    """As a JupyterLab kernel killed while a cell runs a stage on the pool: the kernel a front end starts (a python3
+    kernel in the repository), the cell's pool, then SIGKILL to the kernel."""
+    (tmp_path / "sleeping.py").write_text(SLEEPING_JOB)
+    manager = KernelManager(kernel_name="python3")
+    manager.start_kernel(cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT)})
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=120)
+        client.execute(RUN_POOL.format(folder=str(tmp_path)))       # the cell: it runs until the kernel is killed
+        kernel = manager.provisioner.process
+        kill_mid_stage(tmp_path, kernel.pid, lambda: kernel.poll() is None,
+                       lambda: (kernel.send_signal(signal.SIGKILL), kernel.wait()))
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
