@@ -3,6 +3,8 @@ logic lives in helpers, where it is tested). A source check, cell by cell; the c
 cells first."""
 
 import ast
+import json
+import warnings
 
 import nbformat
 import pytest
@@ -52,6 +54,19 @@ def test_no_notebook_cell_holds_logic(path):
     problems = [f"cell {i}: {p}" for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
                 for p in cell_problems(cell.source)]
     assert not problems, f"{path.name}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
+def test_every_notebook_is_valid_as_saved(path):
+    """Valid nbformat 4.5 as it lies on disk, every cell with an id of its own: a cell without one makes nbformat
+    warn in every run's log (and it will be an error in later nbformat versions)."""
+    raw = json.loads(path.read_text())
+    ids = [cell.get("id") for cell in raw["cells"]]
+    assert None not in ids, f"{path.name}: cells {[i for i, x in enumerate(ids) if x is None]} have no id"
+    assert len(set(ids)) == len(ids), f"{path.name}: cell ids repeat"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nbformat.validate(raw)
 
 
 def test_what_a_notebook_imports_before_setup_prints_no_banner():
