@@ -98,21 +98,21 @@ def _alive(process: tuple[int, str]) -> bool:
     return stat is not None and stat[19] == process[1] and stat[0] != "Z"      # a zombie has ended
 
 
-def kill_mid_stage(folder: Path, parent_pid: int, parent_alive, kill) -> None:
-    """Wait until both jobs of the parent's pool run, SIGKILL the parent (`kill`), and check that none of its workers
-    and no resource tracker outlive it; a failure leaves nothing running either. parent_alive() -> bool, for a clear
-    error when the parent ends before its jobs start."""
+def kill_mid_stage(folder: Path, parent: subprocess.Popen) -> None:
+    """Wait until both jobs of the parent's pool run, SIGKILL the parent, and check that none of its workers and no
+    resource tracker outlive it; a failure leaves nothing running either."""
     children = set()
     try:
         deadline = time.monotonic() + 120                    # torch's import in each worker: seconds on a busy machine
         while len(list(folder.glob("running-*"))) < 2:
-            assert parent_alive(), "the parent ended before its jobs ran"
+            assert parent.poll() is None, "the parent ended before its jobs ran"
             assert time.monotonic() < deadline, "the workers' jobs did not start"
             time.sleep(0.05)
-        children = _children(parent_pid)
+        children = _children(parent.pid)
         workers = {int(f.name.removeprefix("running-")) for f in folder.glob("running-*")}
         assert workers <= {pid for pid, _ in children} and len(children) == 3   # two workers, the resource tracker
-        kill()
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
         deadline = time.monotonic() + 10
         while (left := {c for c in children if _alive(c)}) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -123,7 +123,10 @@ def kill_mid_stage(folder: Path, parent_pid: int, parent_alive, kill) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="workers end with their parent on Linux only")
+LINUX_ONLY = pytest.mark.skipif(sys.platform != "linux", reason="workers end with their parent on Linux only")
+
+
+@LINUX_ONLY
 def test_killing_the_parent_ends_its_workers_and_resource_tracker(tmp_path):
     (tmp_path / "sleeping.py").write_text(SLEEPING_JOB)
     main = textwrap.indent(RUN_POOL.format(folder=str(tmp_path)), "    ")
@@ -133,11 +136,7 @@ def test_killing_the_parent_ends_its_workers_and_resource_tracker(tmp_path):
         parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py")], cwd=ROOT, env=env,
                                   stdout=subprocess.DEVNULL, stderr=stderr)
     try:
-        def kill():
-            parent.send_signal(signal.SIGKILL)
-            parent.wait()
-
-        kill_mid_stage(tmp_path, parent.pid, lambda: parent.poll() is None, kill)
+        kill_mid_stage(tmp_path, parent)
     except AssertionError as error:
         raise AssertionError(f"{error}\n{(tmp_path / 'stderr').read_text()}") from None
     finally:
@@ -145,7 +144,7 @@ def test_killing_the_parent_ends_its_workers_and_resource_tracker(tmp_path):
         parent.wait()
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="workers end with their parent on Linux only")
+@LINUX_ONLY
 def test_killing_a_kernel_mid_cell_ends_its_workers_and_resource_tracker(tmp_path):
     """As a JupyterLab kernel killed while a cell runs a stage on the pool: the kernel a front end starts (a python3
     kernel in the repository), the cell's pool, then SIGKILL to the kernel."""
@@ -157,9 +156,7 @@ def test_killing_a_kernel_mid_cell_ends_its_workers_and_resource_tracker(tmp_pat
     try:
         client.wait_for_ready(timeout=120)
         client.execute(RUN_POOL.format(folder=str(tmp_path)))       # the cell: it runs until the kernel is killed
-        kernel = manager.provisioner.process
-        kill_mid_stage(tmp_path, kernel.pid, lambda: kernel.poll() is None,
-                       lambda: (kernel.send_signal(signal.SIGKILL), kernel.wait()))
+        kill_mid_stage(tmp_path, manager.provisioner.process)      # the kernel's process (a Popen)
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
