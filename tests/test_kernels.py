@@ -11,7 +11,7 @@ from helpers.method.decoding import Decoder
 from helpers.method.drafters import make_drafter, top_candidates
 from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.views import ViewStep
-from helpers.method.kernels import (KERNELS, check_kernel, effective_weight, fits, int8_per_channel, make_linear,
+from helpers.method.kernels import (KERNELS, RUNTIMES, check_kernel, effective_weight, fits, int8_per_channel, make_linear,
                                     unsupported)
 from helpers.method.parity import code_parity
 from helpers.method.predictor import CodePredictor
@@ -88,7 +88,7 @@ def test_a_kernel_refuses_what_it_cannot_run():
         torch.jit.trace(step, step.example_inputs(1))                 # the gathered call (tracing, export, graphs)
 
 
-@pytest.mark.parametrize("kernel", [k for k in KERNELS if k != "dense"])
+@pytest.mark.parametrize("kernel", [k for k in KERNELS if k != "dense" and k not in RUNTIMES])
 @pytest.mark.parametrize("drafter_kind", ["reused", "offsets", "medusa", "offsets_prenorm"])
 def test_fused_calls_on_a_kernel_track_the_dense_calls(kernel, drafter_kind):
     dtype = DTYPE[kernel]

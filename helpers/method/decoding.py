@@ -32,6 +32,7 @@ import torch
 
 from helpers.method.compiler import CallCompiler
 from helpers.method.drafters import Drafter
+from helpers.method.kernels import RUNTIMES
 from helpers.method.predictor import CodePredictor
 from helpers.method.round import ARFrame, ARStep, Prefill, Round, RoundLoop, SpeculativeFrame
 from helpers.method.sampler import SamplerConfig
@@ -71,9 +72,20 @@ def decoder_core(predictor: CodePredictor, core: FusedCore | None = None) -> Fus
 
 
 def step_type(predictor: CodePredictor, views: bool | None = None) -> type:
-    """The eager host loop's verify call: `ViewStep` (views True; default None: on a CPU) or the gathered
-    `FusedStep`."""
+    """The eager host loop's verify call: a runtime's (`helpers.method.runtime_step.RuntimeStep`, kernel in
+    `RUNTIMES`), else `ViewStep` (views True; default None: on a CPU) or the gathered `FusedStep`."""
+    if predictor.kernel in RUNTIMES:
+        from helpers.method.runtime_step import RuntimeStep
+        return RuntimeStep
     return ViewStep if (predictor.device.type == "cpu" if views is None else views) else FusedStep
+
+
+def prefill_call(core: FusedCore, prenorm: bool):
+    """The prefill a decoder's frame opens with: the core's own, or a runtime's (`RuntimePrefill`)."""
+    if core.predictor.kernel in RUNTIMES:
+        from helpers.method.runtime_step import RuntimePrefill
+        return RuntimePrefill(core, prenorm)
+    return None
 
 
 def first_rounds(tokens_per_step: float, num_codes: int = 15) -> int:
@@ -101,7 +113,11 @@ class Decoder:
         self.compiler = CallCompiler(compile, predictor.device, torch_backend)
         self._check(predictor, drafter, tree, rounds_per_graph)
         host_loop = compile == "none" and rounds_per_graph is None
-        self.batched = host_loop and tree is None                  # the eager AR loop: any batch at once
+        runtime = predictor.kernel in RUNTIMES
+        if runtime and not host_loop:
+            raise ValueError(f"kernel {predictor.kernel!r} runs its calls in ONNX Runtime, one host call each: "
+                             "compile 'none' and rounds_per_graph None")
+        self.batched = host_loop and tree is None and not runtime    # the eager AR loop: any batch at once
         step = step_type(predictor, views) if host_loop else FusedStep
         if step is FusedStep and predictor.kernel != "dense":
             raise ValueError(f"compiled decoders take a predictor with kernel 'dense' (their calls gather rows by "
@@ -113,7 +129,8 @@ class Decoder:
         buffers = self.buffers(1)
         kernels, capture = self.compiler.kernels, self.compiler.capture
         if tree is None:
-            prefill, ar = Prefill(self.core, sampler), ARStep.build(self.core, sampler, step)
+            prefill = Prefill(self.core, sampler, call=prefill_call(self.core, False))
+            ar = ARStep.build(self.core, sampler, step)
             self.step = ar.step
             self.frame = (ARFrame(self.compiler(prefill, buffers), self.compiler(ar, buffers), n, predictor.device)
                           if rounds_per_graph is None else
@@ -121,7 +138,8 @@ class Decoder:
             return
         self.round = Round.build(self.core, drafter, tree, sampler, step)
         self.step = self.round.step
-        prefill = Prefill(self.core, sampler, self.round.drafts, self.round.index)
+        prefill = Prefill(self.core, sampler, self.round.drafts, self.round.index,
+                          prefill_call(self.core, drafter.prenorm))
         if rounds_per_graph is None:
             self.prefill, self.call = self.compiler(prefill, buffers), self.compiler(self.round, buffers)
             return
@@ -189,7 +207,7 @@ class Decoder:
         if tuple(u.shape) != (g.shape[0], self.n):
             raise ValueError(f"expected uniforms [B={g.shape[0]}, {self.n}], got {tuple(u.shape)}")
         if g.shape[0] != 1 and not self.batched:
-            raise ValueError(f"the speculative and compiled decoders decode one stream at a time, got batch "
+            raise ValueError(f"the speculative, compiled and runtime decoders decode one stream at a time, got batch "
                              f"{g.shape[0]}")
         self.predictor.check_codes(c0[:, None], first_pos=0)
 

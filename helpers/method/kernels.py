@@ -24,6 +24,11 @@ A kernel turns a weight W [N, K] (out, in; as `nn.Linear` holds it) into a calla
   with 8-bit activations, so activations are quantised to 7 bits there (`reduce_range`, pinned by +1 and -64/63):
   measured on an AVX2 EPYC, 8 bits put the fused call 0.5 (relative) away from the dense one.
 
+- "ort-float32", "ort-w8a8" (`RUNTIMES`): not a layout of torch's but a runtime: the whole call exported from the
+  dense float32 stack and run by ONNX Runtime (`helpers.method.runtime_step`), in float32 (the runtime's exactness
+  reference) or with int8 weights per output column and activations per row, rows independent of their call
+  (`helpers.method.runtime_graph`). The stack behind them keeps the dense layout (`layout`). float32 model, CPU.
+
 A kernel the CPU cannot run is refused with the reason (`unsupported`): oneDNN's bfloat16 reorder behind
 "prepacked" needs AVX-512 (BW, VL, DQ) or AVX-NE-CONVERT.
 
@@ -39,8 +44,10 @@ from typing import Callable
 
 import torch
 
-KERNELS = ("dense", "prepacked", "w8a16", "w8a8")
-KERNEL_DTYPES = {"dense": None, "prepacked": torch.bfloat16, "w8a16": torch.bfloat16, "w8a8": torch.float32}
+RUNTIMES = ("ort-float32", "ort-w8a8")
+KERNELS = ("dense", "prepacked", "w8a16", "w8a8", *RUNTIMES)
+KERNEL_DTYPES = {"dense": None, "prepacked": torch.bfloat16, "w8a16": torch.bfloat16, "w8a8": torch.float32,
+                 **{r: torch.float32 for r in RUNTIMES}}
 
 Linear = Callable[[torch.Tensor], torch.Tensor]
 
@@ -64,6 +71,13 @@ def check_kernel(kernel: str, dtype: torch.dtype, device: torch.device) -> None:
 def unsupported(kernel: str) -> str | None:
     """Why this machine's CPU and torch build cannot run `kernel` (None where they can): the "prepacked" reorder is
     tried once on a small weight, as oneDNN decides by the instruction set."""
+    if kernel in RUNTIMES:
+        try:
+            import onnx  # noqa: F401
+            import onnxruntime  # noqa: F401
+        except ImportError as e:
+            return f"it needs onnx and onnxruntime ({e}); `make setup` installs both"
+        return None
     if kernel != "prepacked":
         return None
     if not torch.backends.mkldnn.is_available():
@@ -73,6 +87,11 @@ def unsupported(kernel: str) -> str | None:
     except RuntimeError as e:
         return f"oneDNN refuses its bfloat16 reorder on this CPU ({str(e).splitlines()[0]})"
     return None
+
+
+def layout(kernel: str) -> str:
+    """The torch layout of a stack for `kernel`: a runtime's calls are exported from the dense stack."""
+    return "dense" if kernel in RUNTIMES else kernel
 
 
 def fits(kernel: str, *widths: int) -> bool:

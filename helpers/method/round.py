@@ -54,16 +54,17 @@ class Prefill(nn.Module):
     first token); with `drafts` (B = 1): (query [1, q], candidates [D, m])."""
 
     def __init__(self, core: FusedCore, sampler: SamplerConfig, drafts: Drafts | None = None,
-                 index: TreeIndex | None = None):
+                 index: TreeIndex | None = None, call: nn.Module | None = None):
         super().__init__()
         self.core, self.sampler, self.drafts, self.index = core, sampler, drafts, index
+        self.call = call or core.prefill              # the prefill call (a runtime's: `runtime_step.RuntimePrefill`)
         device = core.heads.device
         self.register_buffer("slots", torch.arange(2, device=device), persistent=False)
         self.register_buffer("one", torch.ones(1, dtype=torch.long, device=device), persistent=False)
 
     def forward(self, g, c0, k, v, u, codes):
         prenorm = self.drafts is not None and self.drafts.drafter.prenorm
-        logits, k_new, v_new, state = self.core.prefill(g, c0, k, v, prenorm)          # state: h_1, or r_1
+        logits, k_new, v_new, state = self.call(g, c0, k, v, prenorm)                  # state: h_1, or r_1
         commit_kv(k, v, self.slots, k_new, v_new)
         c1 = sample(target_probs(logits, self.sampler), u[..., 0].reshape(-1))          # [B]
         codes[..., :1] = c1.view(codes.shape[:-1] + (1,))

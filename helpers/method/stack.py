@@ -43,7 +43,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from helpers.method.kernels import make_linear
+from helpers.method.kernels import layout, make_linear
 from helpers.method.tree import SparseTree
 
 
@@ -135,7 +135,7 @@ class FusedCore(nn.Module):
         self.num_layers, self.nh, self.nkv, self.hd = (len(p.official.model.layers), p.num_heads, p.num_kv_heads,
                                                        p.head_dim)
         self.max_depth = p.num_codes - 1 if max_depth is None else max_depth
-        self.kernel = kernel or predictor.kernel
+        self.kernel = layout(kernel or predictor.kernel)          # a runtime's stack: dense, its calls exported
         self.eps = p.official.model.layers[0].self_attn.q_norm.variance_epsilon
         if getattr(p.config, "attention_bias", False):
             raise ValueError("the fused call supports attention_bias=False (as Qwen3-TTS), this model has biases")
