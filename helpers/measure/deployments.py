@@ -1,6 +1,6 @@
 """The code predictor as deployed on a CPU: each dtype and matrix kernel (`method.kernels`), timed side by side.
 
-A deployment is a dtype and a kernel (`DEPLOYMENTS`); `deployed` makes the predictors (one copy per dtype, the kernels
+A deployment is a dtype and a kernel (`DEPLOYMENTS`; "ort-*": the calls run by ONNX Runtime, `method.runtime_step`); `deployed` makes the predictors (one copy per dtype, the kernels
 share it) and their drafters. Then, in one process, every deployment interleaved with every other:
 
 - `call_grid`: the fused call at q = 1 (the AR call) and q = N + 1 per tree, p50 per (deployment, N) over rounds in
@@ -24,14 +24,20 @@ from helpers.measure.timing import device_sync, interleaved
 from helpers.method.decoding import frame_decoders, step_type
 from helpers.method.drafters import Drafter, make_drafter
 from helpers.method.stack import FusedCore, FusedStep
-from helpers.method.kernels import unsupported
+from helpers.method.kernels import RUNTIMES, unsupported
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampler import SamplerConfig
 from helpers.method.tree import SparseTree
 
 DEPLOYMENTS = {"float32": (torch.float32, "dense"), "bfloat16": (torch.bfloat16, "dense"),
                "bfloat16-prepacked": (torch.bfloat16, "prepacked"), "w8a16": (torch.bfloat16, "w8a16"),
-               "w8a8": (torch.float32, "w8a8")}
+               "w8a8": (torch.float32, "w8a8"), "ort-float32": (torch.float32, "ort-float32"),
+               "ort-w8a8": (torch.float32, "ort-w8a8")}
+
+
+def in_torch(name: str) -> bool:
+    """Whether a deployment's calls run in torch (its phases can be timed inside the call), not in a runtime."""
+    return DEPLOYMENTS[name][1] not in RUNTIMES
 
 
 def runnable(names=DEPLOYMENTS) -> list[str]:
@@ -265,7 +271,7 @@ def real_shape_grid(names=None, sizes=REAL_SIZES, rounds: int = 40, warmup: int 
                     compiled_sizes=(16, 32), seed: int = 0) -> dict:
     """`call_grid` at the exact shape of the 0.6B code predictor (`adapter.tiny.QWEN3_TTS_0_6B`, random weights,
     reused-head drafts on greedy trees of the reference acceptance table), on the CPU, plus `call_phases` of the
-    deployment with the cheapest tree call at N = 32 ("phases"). names: default every deployment this CPU runs.
+    torch deployment with the cheapest tree call at N = 32 ("phases"). names: default every deployment this CPU runs.
     Several GB of memory; minutes."""
     from helpers.adapter.tiny import QWEN3_TTS_0_6B, build_tiny_talker
     from helpers.method.calibration import REFERENCE_TABLE, greedy_tree
@@ -275,7 +281,7 @@ def real_shape_grid(names=None, sizes=REAL_SIZES, rounds: int = 40, warmup: int 
     trees = {n: greedy_tree(REFERENCE_TABLE, n) for n in sizes}
     grid = call_grid(systems, trees, warmup, rounds, compiled_sizes=compiled_sizes, seed=seed)
     ref = 32 if 32 in trees else max(trees)
-    best = min(systems, key=lambda name: grid[name]["by_n"][ref]["call_ms"])
+    best = min((name for name in systems if in_torch(name)), key=lambda name: grid[name]["by_n"][ref]["call_ms"])
     grid["phases"] = {"deployment": best, "by_n": call_phases(systems[best][0], {n: trees[n] for n in (16, 32)
                                                                                if n in trees} or trees, seed=seed)}
     grid["shape"] = {k: getattr(QWEN3_TTS_0_6B, k) for k in ("hidden_size", "num_layers", "num_heads", "num_kv_heads",

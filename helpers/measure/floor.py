@@ -4,6 +4,9 @@
   layout (the `FusedCore`'s own laid-out weights, each read in turn as a call reads them), per q. Its growth with q is
   what a verify call over N + 1 tokens must pay whatever else is made free: the arithmetic, about
   2 x (projection + head parameters) floating-point operations a row.
+- `read_floor`: p50 of reading an array of a call's weight bytes once (a float32 tensor's sum) at torch's thread
+  count: the least a call that reads its weights once can cost on this machine (a large last-level cache can hold
+  an array of tens of MB, and then the floor is the cache's bandwidth, not memory's).
 - `host_floor`: p50 of one compiled call that does one tiny operation (dynamo's guards and the compiled region's
   wrapper), against the same operation eager: what each host call of a compiled loop costs on top of its graph.
 """
@@ -54,6 +57,14 @@ def matmul_floor(predictor: CodePredictor, sizes=(1, 2, 3, 5, 9, 17, 33), warmup
     flops = row_flops(core)
     return {"row_mflop": flops / 1e6, "ms": ms, "over_q1": {q: ms[q] / ms[sizes[0]] for q in sizes},
             "gflops": {q: q * flops / (ms[q] * 1e-3) / 1e9 for q in sizes}}
+
+
+@torch.no_grad()
+def read_floor(nbytes: int, warmup: int = 5, iters: int = 40) -> dict:
+    """-> {"bytes", "ms" (p50 of one read of `nbytes`), "gb_per_s"}, on the CPU at torch's thread count."""
+    data = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device="cpu")
+    ms = time_calls(lambda: data.sum(), "cpu", warmup, iters).p50
+    return {"bytes": int(nbytes), "ms": ms, "gb_per_s": nbytes / (ms * 1e-3) / 1e9}
 
 
 @torch.no_grad()

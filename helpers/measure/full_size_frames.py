@@ -13,6 +13,9 @@ speculative loop per N, interleaved frame by frame on the same frames and unifor
     model      a frame's time fitted on these frames, per deployment: per frame + rounds x (its call + round work)
                (`frame_model`), and its error on them
     projected  the paper's tokens/step through that model, labelled projected (`projected`)
+    peers      the engines a CPU user would run instead (ONNX Runtime's `quantize_dynamic`, llama.cpp) at the same shape
+               and threads, and the read floor (`measure.peers.table.peers_block`); fastest_ar_any, speedup_any: the
+               fastest AR frame of any engine (a peer's: 15 of its AR steps) over the fastest lossless speculative frame
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ from helpers.method.tree import SparseTree
 @torch.no_grad()
 def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int, SparseTree], g: torch.Tensor,
                      c0: torch.Tensor, sampler: SamplerConfig = SamplerConfig(), names=None, warmup_frames: int = 1,
-                     call_rounds: int = 20, seed: int = 0, paper_tokens_per_step: dict | None = None) -> dict:
+                     call_rounds: int = 20, seed: int = 0, paper_tokens_per_step: dict | None = None,
+                     peers: bool = True) -> dict:
     """The miniature `talker` (official, its trained `drafter`) at the 0.6B shape, every deployment in `names`
     (default: every one this CPU runs), frames g [F, H_s], c0 [F], trees {N: SparseTree}. See the module docstring.
-    paper_tokens_per_step {N: tokens/step}: the projection's numerators (default none)."""
+    paper_tokens_per_step {N: tokens/step}: the projection's numerators (default none); peers: time the engines a
+    user would run instead beside them (`measure.peers.table`)."""
     fs = full_size(talker)                       # the 0.6B code predictor's shape
     big = CodePredictor.from_talker(fs.talker)
     names = [n for n in (runnable() if names is None else names)
@@ -70,6 +75,15 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
            "model": model}
     if paper_tokens_per_step:
         out["projected"] = projected(out, paper_tokens_per_step)
+    if peers:
+        from helpers.measure.peers.table import peers_block
+        from helpers.method.stack import FusedCore
+
+        out["peers"] = peers_block(FusedCore(big, max_depth=max(t.max_depth for t in trees.values())), trees)
+        baselines = {k: rows[k]["frame_ms"] for k in rows if rows[k]["n"] == 0}
+        baselines.update({k: r["frame_ms"] for k, r in out["peers"]["rows"].items()})
+        out["fastest_ar_any"] = min(baselines, key=baselines.get)
+        out["speedup_any"] = baselines[out["fastest_ar_any"]] / rows[fastest_spec]["frame_ms"] if fastest_spec else None
     return out
 
 

@@ -14,7 +14,8 @@ Buffers are bound once (ONNX Runtime's I/O binding, by pointer): the call's inpu
 input tensors, the caches are read where the decoder keeps them (bound again only if it hands over other tensors),
 and the outputs are written into the step's own output tensors, which the returned tensors are (the next call
 overwrites them). One Python call per model call, no allocation per call on the host side. Batch 1.
-Sessions are shared per (core, call, runtime, threads): a decoder and a timing of the same call share one.
+Exports and sessions are kept per official model, call, weights (`FusedCore.signature`), runtime and threads: a
+decoder and a timing of the same call share one, and one float32 export serves both runtimes.
 """
 
 from __future__ import annotations
@@ -28,34 +29,45 @@ from torch import nn
 from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.tree import SparseTree
 
-_SESSIONS: "weakref.WeakKeyDictionary[FusedCore, dict]" = weakref.WeakKeyDictionary()
+_SESSIONS: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()   # official model -> calls
+
+
+def session_options(threads: int):
+    """How every session here runs: `threads` intra-op threads, one call at a time, every graph optimization, errors
+    only in the log, and no thread left spinning after a call (the host's own work follows it)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
 
 
 def runtime_session(core: FusedCore, key: tuple, module: nn.Module, inputs: tuple, input_names: list[str],
                     output_names: list[str], runtime: str):
-    """The ONNX Runtime session of one call of `core` (exported and built on first use, then shared): `module`
-    traced on `inputs`, int8 for "ort-w8a8", with as many threads as torch has now. -> (session, the op type of
-    every node of the graph it runs)."""
+    """The ONNX Runtime session of one call of `core` (exported and built on first use, then shared by every core
+    over the same weights): `module` traced on `inputs`, int8 for "ort-w8a8", with as many threads as torch has
+    now. -> (session, the op type of every node of the graph it runs)."""
     import onnxruntime as ort
 
     from helpers.method.runtime_graph import export_call, per_row_int8
 
     threads = torch.get_num_threads()
-    cache = _SESSIONS.setdefault(core, {})
-    full_key = (*key, runtime, threads, core.generation)
-    if full_key not in cache:
-        model = export_call(module, inputs, input_names, output_names)
+    cache = _SESSIONS.setdefault(core.predictor.official, {})
+    call = (*key, core.signature)
+    if (call, runtime, threads) not in cache:
+        if call not in cache:                             # one export serves both runtimes and every thread count
+            cache[call] = export_call(module, inputs, input_names, output_names)
+        model = cache[call]
         if runtime == "ort-w8a8":
             model = per_row_int8(model, vnni=torch.cpu._is_vnni_supported())
-        options = ort.SessionOptions()
-        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3                    # errors only: its notes on unused initializers stay out
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")   # no thread spins after a call
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        cache[full_key] = session, [node.op_type for node in model.graph.node]
-    return cache[full_key]
+        session = ort.InferenceSession(model.SerializeToString(), session_options(threads),
+                                       providers=["CPUExecutionProvider"])
+        cache[call, runtime, threads] = session, [node.op_type for node in model.graph.node]
+    return cache[call, runtime, threads]
 
 
 class _Bound:

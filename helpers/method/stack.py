@@ -163,6 +163,7 @@ class FusedCore(nn.Module):
             return False
         self._build()
         self._signature = signature
+        self.signature = hash(signature)            # which weights, laid out how: what an exported call depends on
         self.generation += 1
         return True
 

@@ -13,7 +13,7 @@ import torch
 from helpers.experiment.stages import stages
 from helpers.experiment.run.backend_factory import backend, sampler
 from helpers.experiment.run.params import RunParams
-from helpers.measure.deployments import (DEPLOYMENTS, call_grid, call_phases, deployed, deployment_frames,
+from helpers.measure.deployments import (DEPLOYMENTS, call_grid, call_phases, deployed, deployment_frames, in_torch,
                                         runnable)
 from helpers.method.kernels import fits, unsupported
 from helpers.method.sampler import frame_uniforms
@@ -37,7 +37,7 @@ def deployment_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.T
                           frame_sizes=(4, 8, 16), rounds: int = 60, warmup: int = 10, seed: int = 0,
                           compiled_sizes=()) -> dict:
     """-> {"calls": `call_grid` (every N of trees), "frames": `deployment_frames` (N in frame_sizes), "phases":
-    `call_phases` of the fastest speculative deployment (its N)}. g [F, H_talker], c0 [F]: real frames.
+    `call_phases` of the fastest speculative deployment whose calls run in torch (its N)}. g [F, H_talker], c0 [F]: real frames.
     compiled_sizes: N of the compiled (inductor) loops beside the eager ones, dense deployments only (~1 min each)."""
     b = backend(P)
     drafter = stages.drafters(P).drafters[stages.main_drafter(P)]
@@ -47,7 +47,8 @@ def deployment_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.T
     u = frame_uniforms(torch.Generator().manual_seed(seed), b.predictor.num_codes, batch=g.shape[0])
     frames = deployment_frames(systems, {n: trees[n] for n in frame_sizes if n in trees}, g, c0, u, sampler(P),
                                seed=seed, compiled_sizes=compiled_sizes)
-    spec = frames["fastest_spec"]                                   # "spec<N>@<deployment>"
+    spec = min((k for k in frames["systems"] if k.startswith("spec") and in_torch(k.split("@")[1].split("+")[0])),
+               key=lambda k: frames["systems"][k]["frame_ms"])    # "spec<N>@<deployment>": phases are torch's
     n, name = int(spec.split("@")[0][4:]), spec.split("@")[1].removesuffix("+inductor")
     phases = {"deployment": name, "by_n": call_phases(systems[name][0], {n: trees[n]}, seed=seed)}
     return {"calls": calls, "frames": frames, "phases": phases, "deployments": names, "left_out": left_out(names)}

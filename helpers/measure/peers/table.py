@@ -1,0 +1,72 @@
+"""The peers beside our loops: what a CPU user would run instead, at the code predictor's shape and thread count,
+and the floor the weights' reads set (`metrics.json` "full_size" -> "peers").
+
+    peers_block(core, trees) -> {name: {"engine", "dtype", "threads", "ar_step_ms", "q_call_ms": {q: ms},
+                                        "floor_ms", "frame_ms", "measured_on", "source"}}
+
+- ONNX Runtime's `quantize_dynamic` int8 (`peers.onnx_dynamic`): measured here, in this process.
+- llama.cpp Q8_0 and BF16 (`peers.llama`, built by `make peers`): what `make bench` measured on this machine
+  (`LLAMA_FILE`), else the committed reference measurement (`LLAMA_REFERENCE`), labelled with its machine.
+- floor_ms: the engine's weight bytes for one AR step (every projection and one head; int8 1 byte a weight, Q8_0
+  34 bytes per 32, BF16 2) read once at this machine's measured read bandwidth (`measure.floor.read_floor`).
+- frame_ms: 15 AR steps and nothing else, the least a peer's AR frame costs (its prefill, sampling and host loop
+  come on top): the peer's AR loop as our headline compares with it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from helpers.measure.floor import read_floor, row_flops
+from helpers.measure.machine import machine
+from helpers.method.stack import FusedCore
+from helpers.method.tree import SparseTree
+
+LLAMA_FILE = Path("outputs/bench/peers_llama.json")
+LLAMA_REFERENCE = Path("outputs/bench-reference/peers_llama.json")
+BYTES_PER_WEIGHT = {"int8": 1.0, "Q8_0": 34 / 32, "BF16": 2.0, "float32": 4.0}
+
+
+def step_weights(core: FusedCore) -> int:
+    """Weights one AR step reads: every projection of the stack and one head."""
+    return row_flops(core) // 2
+
+
+def floors(core: FusedCore) -> dict:
+    """{weight format: ms} one AR step's weights take to read at this machine's bandwidth (torch's threads), and
+    the read measured ("read": `read_floor` of the int8 step's bytes)."""
+    weights = step_weights(core)
+    read = read_floor(weights)
+    return {"read": read, **{f: weights * b / (read["gb_per_s"] * 1e9) * 1e3 for f, b in BYTES_PER_WEIGHT.items()}}
+
+
+def llama_rows(threads: int, here: dict) -> dict:
+    """llama.cpp's rows at `threads` from this machine's `make bench`, else from the committed reference."""
+    for path, source in ((LLAMA_FILE, "make bench on this machine"), (LLAMA_REFERENCE, "committed reference")):
+        if path.exists():
+            data = json.loads(path.read_text())
+            if source.startswith("make bench") and data["machine"].get("cpu_model") != here.get("cpu_model"):
+                continue
+            rows = data["by_threads"].get(str(threads)) or data["by_threads"].get(threads)
+            if rows:
+                return {name: {**row, "measured_on": data["machine"], "source": source} for name, row in rows.items()}
+    return {}
+
+
+def peers_block(core: FusedCore, trees: dict[int, SparseTree], rounds: int = 60) -> dict:
+    """The peers at the shape of `core` and torch's thread count (module docstring); trees: the q-row calls
+    (q = N + 1)."""
+    from helpers.measure.peers.onnx_dynamic import time_dynamic
+
+    here, threads = machine(), torch.get_num_threads()
+    floor = floors(core)
+    ort = time_dynamic(core, trees, rounds=rounds)
+    rows = {"onnxruntime-int8-dynamic": {**ort, "floor_ms": floor["int8"], "measured_on": here, "source": "this run"}}
+    for name, row in llama_rows(threads, here).items():
+        rows[name] = {**row, "floor_ms": floor["Q8_0" if "Q8_0" in row["dtype"] else "BF16"]}
+    for row in rows.values():
+        row["frame_ms"] = 15 * row["ar_step_ms"]
+    return {"rows": rows, "floor": floor}
