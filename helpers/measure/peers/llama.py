@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-import re
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -224,18 +224,13 @@ class _Engine:
 
 
 def llama_build() -> str:
-    """What llama.cpp is measured: llama-cpp-python and llama.cpp versions, the compiler of its CPU backend (read
-    from the library's .comment section) and llama.cpp's system info (AVX512, AMX, OpenMP, ...)."""
+    """What llama.cpp is measured: llama-cpp-python's and llama.cpp's versions, how `make peers` built it (its
+    stamp, .venv/.peers: compiler, CMake flags, build time) and llama.cpp's system info (AVX512, AMX_INT8, ...)."""
     ll = _llama_cpp()
-    compilers = set()
-    for lib in Path(ll.__file__).parent.glob("lib/libggml-cpu*.so*"):
-        data = lib.read_bytes()
-        compilers |= {m.decode() for m in re.findall(rb"clang version [\d.]+", data)}
-        if not compilers:
-            compilers |= {m.decode() for m in re.findall(rb"GCC: \([^)]*\) [\d.]+", data)[:1]}
-    info = ll.llama_print_system_info().decode().strip()
-    return (f"llama-cpp-python {ll.__version__}, llama.cpp {ll.llama_version().decode()}, "
-            f"{', '.join(sorted(compilers)) or 'compiler unknown'}; {info}")
+    stamp = Path(sys.prefix) / ".peers"
+    how = stamp.read_text().strip() if stamp.exists() else "not built by `make peers`"
+    info = ll.llama_print_system_info().decode().strip().rstrip("|").strip()
+    return f"llama-cpp-python {ll.__version__}, llama.cpp {ll.llama_version().decode()}; {how}; {info}"
 
 
 def time_llama(gguf_path, threads: int, cached: int = 16, sizes=(1, 5, 9, 17), warmup: int = 10,
