@@ -9,6 +9,7 @@ import torch
 
 from helpers.experiment.bench.inner_loop_pack import load_pack
 from helpers.measure.full_size_frames import format_full_size, frame_model, full_size_frames, full_size_rows, projected
+from helpers.report.nb06_engines import engines_md, peers_rows
 from helpers.report.nb06_latency import full_size_figure, full_size_md
 
 
@@ -35,13 +36,14 @@ def table():
     pack = load_pack("outputs/gpu-pack", dtype=torch.float32)
     trees = {n: pack.trees[pack.main][n] for n in (4, 8)}
     return full_size_frames(pack.talker, pack.drafters[pack.main], trees, pack.g[:2], pack.c0[:2], pack.sampler,
-                            names=["float32", "w8a8"], call_rounds=3, paper_tokens_per_step={8: 2.0})
+                            names=["float32", "w8a8", "ort-w8a8"], call_rounds=3, paper_tokens_per_step={8: 2.0})
 
 
 def test_every_deployment_at_the_real_shape_decodes_lossless_frames(table):
     assert table["shape"] == {"hidden_size": 1024, "num_layers": 5, "num_heads": 16, "num_kv_heads": 8,
                               "head_dim": 128, "intermediate_size": 3072, "vocab_size": 256}
-    assert set(table["systems"]) == {f"{k}@{d}" for k in ("ar", "spec4", "spec8") for d in ("float32", "w8a8")}
+    assert set(table["systems"]) == {f"{k}@{d}" for k in ("ar", "spec4", "spec8")
+                                     for d in ("float32", "w8a8", "ort-w8a8")}
     for name, s in table["systems"].items():
         assert s["frames"] == 2 and s["frame_ms"] > 0 and (s["n"] == 0) == name.startswith("ar@")
         assert s["lossless"] and s["identical"] == 2                 # w8a8 too: one int8 scale per row
@@ -49,7 +51,25 @@ def test_every_deployment_at_the_real_shape_decodes_lossless_frames(table):
     fastest = min((k for k in table["systems"] if k.startswith("ar@")), key=lambda k: table["systems"][k]["frame_ms"])
     assert table["fastest_ar"] == fastest and table["speedup"] == pytest.approx(
         table["systems"][fastest]["frame_ms"] / table["systems"][table["fastest_spec"]]["frame_ms"])
-    assert set(table["projected"]) == {"float32", "w8a8"} and set(table["calls"]["w8a8"]["by_n"]) == {4, 8}
+    assert set(table["projected"]) == {"float32", "w8a8", "ort-w8a8"} and set(table["calls"]["w8a8"]["by_n"]) == {4, 8}
+
+
+def test_the_peers_stand_beside_our_loops(table):
+    """ONNX Runtime's quantize_dynamic measured in the run (AR step and the q-row calls of the same trees), the
+    read floor of the int8 step's weights, and the headline against the fastest AR frame of any engine."""
+    peers, floor = table["peers"]["rows"], table["peers"]["floor"]
+    ort = peers["onnxruntime-int8-dynamic"]
+    assert ort["source"] == "this run" and ort["threads"] == torch.get_num_threads()
+    assert ort["ar_step_ms"] > 0 and set(ort["q_call_ms"]) == {5, 9} and ort["frame_ms"] == 15 * ort["ar_step_ms"]
+    assert floor["read"]["bytes"] == 5 * (1024 * 4096 + 2048 * 1024 + 1024 * 6144 + 3072 * 1024) + 1024 * 256
+    assert floor["int8"] == pytest.approx(floor["read"]["ms"]) and floor["BF16"] == pytest.approx(2 * floor["int8"])
+    for name, row in peers.items():
+        assert row["floor_ms"] > 0 and row["engine"] in ("ONNX Runtime", "llama.cpp"), name
+    frames = {**{k: s["frame_ms"] for k, s in table["systems"].items() if s["n"] == 0},
+              **{k: r["frame_ms"] for k, r in peers.items()}}
+    assert table["fastest_ar_any"] == min(frames, key=frames.get)
+    assert table["speedup_any"] == pytest.approx(frames[table["fastest_ar_any"]]
+                                                 / table["systems"][table["fastest_spec"]]["frame_ms"])
 
 
 def test_the_story_reads_its_numbers(table):
@@ -57,9 +77,12 @@ def test_the_story_reads_its_numbers(table):
     text = full_size_md(back, "Measured on X")
     spec = back["fastest_spec"]
     assert f"**{back['speedup']:.2f}x** that AR loop" in text and spec in text and back["fastest_ar"] in text
-    assert "Speculative frames equal to their own deployment's AR frames: 8 of 8" in text
+    assert "Speculative frames equal to their own deployment's AR frames: 12 of 12" in text
     assert "projected" in text and f"{max(m['max_error'] for m in back['model'].values()):.1%}" in text
     rows = full_size_rows(back)
-    assert [r["deployment"] for r in rows] == ["float32", "w8a8"] and rows[1]["N=8 identical"] == "2/2"
+    assert [r["deployment"] for r in rows] == ["float32", "w8a8", "ort-w8a8"] and rows[1]["N=8 identical"] == "2/2"
+    engines = engines_md(back, "Measured on X")
+    assert f"**{back['speedup_any']:.2f}x** that loop" in engines and back["fastest_ar_any"] in engines
+    assert [r["engine"] for r in peers_rows(back)][:3] == ["ours: float32", "ours: w8a8", "ours: ort-w8a8"]
     assert "fastest AR" in format_full_size(table)
     full_size_figure(back)

@@ -1,17 +1,14 @@
 """The llama.cpp peer (`helpers.measure.peers.llama`): its GGUF reads back as written, llama.cpp's logits of it are
 those of the same model (a numpy Qwen3 forward of the same weights; the official code predictor's forward), and
-the timing returns its numbers. Skipped where llama-cpp-python is not installed (`make peers`)."""
+the timing returns its numbers. llama-cpp-python comes from `make peers` (`make test` runs it first)."""
 
 import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("gguf")
-pytest.importorskip("llama_cpp")
+import gguf
 
-import gguf  # noqa: E402
-
-from helpers.measure.peers.llama import (  # noqa: E402
+from helpers.measure.peers.llama import (
     code_predictor_shape, code_predictor_weights, llama_logits, random_weights, tensor_shapes, time_llama,
     write_gguf)
 

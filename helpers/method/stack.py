@@ -104,6 +104,8 @@ def apply(x: torch.Tensor, linear) -> torch.Tensor:
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float, one_kernel: bool = False) -> torch.Tensor:
     """The one RMSNorm (module docstring): x [..., H] -> weight * x / sqrt(mean(x^2) + eps), reduced in at least
     float32, weight [H] or None; one_kernel: as one `layer_norm` over [x, -x], weight `padded(w)` [2H] (a view)."""
+    if one_kernel and torch.onnx.is_in_onnx_export():         # an exported norm is the runtime's RMSNorm op
+        return F.rms_norm(x, x.shape[-1:], weight[:x.shape[-1]], eps)
     if one_kernel:
         return F.layer_norm(torch.cat((x, -x), -1), (2 * x.shape[-1],), weight, None, eps)[..., :x.shape[-1]]
     y = F.rms_norm(x, x.shape[-1:], None, eps)

@@ -65,7 +65,8 @@ def dynamic_session(core: FusedCore, tree: SparseTree | None):
     inputs = step.example_inputs(core.num_codes - 1)               # root c14: every cache slot visible
     model = plain_products(export_call(step, inputs, ["tokens", "k_cache", "v_cache", "t"], list(step.outputs)))
     with tempfile.TemporaryDirectory() as tmp, quiet_quantizer():
-        quantize_dynamic(model, Path(tmp) / "int8.onnx")
+        quantize_dynamic(model, Path(tmp) / "int8.onnx",        # ONNX's shape inference does not know the runtime's
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})     # RMSNorm: float32 it is
         session = ort.InferenceSession(str(Path(tmp) / "int8.onnx"), session_options(torch.get_num_threads()),
                                        providers=["CPUExecutionProvider"])
     return _Bound(session, _outputs(step, inputs)), inputs
