@@ -77,8 +77,8 @@ def test_int8_rows_do_not_depend_on_the_other_rows(vnni):
     assert np.array_equal(rows[5], np.zeros(48, np.float32))
     levels, _ = activation_grid(vnni)
     w8, scale = int8_columns(w)
-    s = np.abs(x).max(-1, keepdims=True) / levels
-    expected = (np.round(x / np.maximum(s, 1e-30)) @ w8.astype(np.float64)) * s * scale
+    peak = np.abs(x).max(-1, keepdims=True)
+    expected = (np.round(levels * x / np.maximum(peak, 1e-30)) @ w8.astype(np.float64)) * peak / levels * scale
     assert np.allclose(rows, expected, rtol=1e-5, atol=1e-6 * np.abs(expected).max())
 
 

@@ -8,8 +8,8 @@ exactness reference of the runtime, and the source of its int8 form.
 heads gathered from their stacked table) into an integer product whose rows do not depend on each other:
 
     W [K, N]   -> int8 per output column (symmetric, max|W_n| / 127), scale w [N]
-    x [M, K]   -> s = max|x_m| / L per row, x_q = round(x / s) + Z as uint8 (QuantizeLinear, axis 0)
-    x W        ~  (MatMulInteger(x_q, W_int8, Z) as float) * s[:, None] * w[None, :]
+    x [M, K]   -> p = max|x_m| per row, x_q = round(L x / p) + Z as uint8 (QuantizeLinear of x / p at step 1 / L)
+    x W        ~  (MatMulInteger(x_q, W_int8, Z) as float) * (w / L)[None, :] * p[:, None]
 
 L = 127 and Z = 128 (8-bit activations), or L = 63 and Z = 64 where the CPU has no VNNI dot products, whose u8 x s8
 products sum pairs in 16 bits and saturate at 8 bits (the same rule as the `w8a8` kernel of
@@ -152,6 +152,7 @@ def per_row_int8(model: onnx.ModelProto, vnni: bool) -> onnx.ModelProto:
         if source not in quantized:
             w = inits[source].T if transposed else inits[source]
             w8, scale = int8_columns(np.ascontiguousarray(w))
+            scale = (scale / levels).astype(np.float32)          # the activations' step 1 / L folded in
             quantized[source] = (f"{source}_int8", f"{source}_scale")
             new_inits += [numpy_helper.from_array(w8, quantized[source][0]),
                           numpy_helper.from_array(scale, quantized[source][1])]
@@ -177,23 +178,21 @@ def per_row_int8(model: onnx.ModelProto, vnni: bool) -> onnx.ModelProto:
 
 def _integer_product(x: str, w8: str, w_scale: str, out: str, levels: int, zero: int,
                      tag: str) -> list[onnx.NodeProto]:
-    """x [M, K] float times the int8 weight w8 [K, N] with column scales w_scale [1, N] -> out [M, N] float."""
+    """x [M, K] float times the int8 weight w8 [K, N] with column scales w_scale [1, N] (already divided by L) ->
+    out [M, N] float: round(L x / p) + Z with p = max|x| per row, an integer product, then the columns' and the
+    row's scales. A row of zeros gives zeros (its integers, whatever they are, are scaled by p = 0)."""
     p = f"{tag}_q"
-    consts = {f"{p}_levels": np.array(levels, np.float32),
-              f"{p}_tiny": np.array(np.finfo(np.float32).tiny, np.float32),
-              f"{p}_one": np.array(1, np.float32), f"{p}_zero": np.array(zero, np.uint8)}
+    consts = {f"{p}_step": np.array(1 / levels, np.float32), f"{p}_zero": np.array(zero, np.uint8)}
     nodes = [helper.make_node("Constant", [], [k], value=numpy_helper.from_array(v, k)) for k, v in consts.items()]
     return nodes + [
         helper.make_node("Abs", [x], [f"{p}_abs"]),
-        helper.make_node("ReduceMax", [f"{p}_abs"], [f"{p}_peak"], axes=[1], keepdims=1),          # [M, 1]
-        helper.make_node("Max", [f"{p}_peak", f"{p}_tiny"], [f"{p}_peak1"]),
-        helper.make_node("Div", [f"{p}_peak1", f"{p}_levels"], [f"{p}_scale"]),                  # s [M, 1]
-        helper.make_node("Div", [x, f"{p}_scale"], [f"{p}_grid"]),
-        helper.make_node("QuantizeLinear", [f"{p}_grid", f"{p}_one", f"{p}_zero"], [f"{p}_x8"]),  # round + Z, uint8
+        helper.make_node("ReduceMax", [f"{p}_abs"], [f"{p}_peak"], axes=[1], keepdims=1),          # p [M, 1]
+        helper.make_node("Div", [x, f"{p}_peak"], [f"{p}_unit"]),                                # in [-1, 1]
+        helper.make_node("QuantizeLinear", [f"{p}_unit", f"{p}_step", f"{p}_zero"], [f"{p}_x8"]),  # uint8 [M, K]
         helper.make_node("MatMulInteger", [f"{p}_x8", w8, f"{p}_zero"], [f"{p}_acc"]),           # int32 [M, N]
         helper.make_node("Cast", [f"{p}_acc"], [f"{p}_accf"], to=TensorProto.FLOAT),
-        helper.make_node("Mul", [f"{p}_scale", w_scale], [f"{p}_outer"]),                       # [M, N]
-        helper.make_node("Mul", [f"{p}_accf", f"{p}_outer"], [out]),
+        helper.make_node("Mul", [f"{p}_accf", w_scale], [f"{p}_cols"]),                         # columns' scales / L
+        helper.make_node("Mul", [f"{p}_cols", f"{p}_peak"], [out]),                             # then the row's
     ]
 
 
