@@ -79,7 +79,8 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
         from helpers.measure.peers.table import peers_block
         from helpers.method.stack import FusedCore
 
-        out["peers"] = peers_block(FusedCore(big, max_depth=max(t.max_depth for t in trees.values())), trees)
+        fp32 = CodePredictor.from_talker(fs.talker, dtype=torch.float32)          # the peers' weights: float32
+        out["peers"] = peers_block(FusedCore(fp32, max_depth=max(t.max_depth for t in trees.values())), trees)
         baselines = {k: rows[k]["frame_ms"] for k in rows if rows[k]["n"] == 0}
         baselines.update({k: r["frame_ms"] for k, r in out["peers"]["rows"].items()})
         out["fastest_ar_any"] = min(baselines, key=baselines.get)
@@ -161,4 +162,25 @@ def format_full_size(table: dict) -> str:
                      f"{m['round_work_ms']:.2f} ms, in AR steps "
                      + ", ".join(f"N={n} {v:.2f}" for n, v in m["round_over_ar_step"].items() if n)
                      + f"; model error at most {m['max_error']:.1%}")
+    if "peers" in table:
+        lines += format_peers(table)
     return "\n".join(lines)
+
+
+def format_peers(table: dict) -> list[str]:
+    """The engines beside ours as text lines: each one's AR step and q-row calls, its floor; the headline against
+    the fastest AR loop of any engine."""
+    floor = table["peers"]["floor"]["read"]
+    lines = [f"engines at this shape and threads, p50 ms (floor: the step's weights read once at "
+             f"{floor['gb_per_s']:.1f} GB/s):"]
+    for name, ours in table["calls"].items():
+        lines.append(f"  ours {name:>22}: AR call {ours['ar_ms']:6.2f}; "
+                     + ", ".join(f"q={c['q']} {c['call_ms']:.2f}" for c in ours["by_n"].values()))
+    for name, r in table["peers"]["rows"].items():
+        lines.append(f"  {name:>27}: AR step {r['ar_step_ms']:6.2f}; "
+                     + ", ".join(f"q={q} {ms:.2f}" for q, ms in r["q_call_ms"].items())
+                     + f"; floor {r['floor_ms']:.2f} ({r['source']})")
+    if table.get("speedup_any"):
+        lines.append(f"fastest AR loop of any engine {table['fastest_ar_any']} (a peer's: 15 AR steps); fastest "
+                     f"lossless speculative {table['fastest_spec']}: {table['speedup_any']:.2f}x")
+    return lines

@@ -70,7 +70,7 @@ def runtime_session(core: FusedCore, key: tuple, module: nn.Module, inputs: tupl
     return cache[call, runtime, threads]
 
 
-class _Bound:
+class BoundCall:
     """One session's I/O binding over torch tensors: inputs bound by pointer (rebound when a tensor changes),
     outputs written into tensors made once."""
 
@@ -99,7 +99,7 @@ class _Bound:
         return self.outputs
 
 
-def _outputs(module: nn.Module, inputs: tuple) -> list[torch.Tensor]:
+def output_buffers(module: nn.Module, inputs: tuple) -> list[torch.Tensor]:
     """Empty tensors of the shapes and dtypes of module(*inputs)'s outputs (one eager call)."""
     with torch.no_grad():
         return [torch.empty_like(o).contiguous() for o in module(*inputs)]
@@ -118,7 +118,7 @@ class RuntimeStep(FusedStep):
         session, self.ops = runtime_session(core, key, traced, inputs, ["tokens", "k_cache", "v_cache", "t"],
                                             list(self.outputs), runtime)
         self.tokens, self.t = torch.zeros_like(inputs[0]), torch.zeros_like(inputs[3])
-        self.bound = _Bound(session, _outputs(traced, inputs))
+        self.bound = BoundCall(session, output_buffers(traced, inputs))
 
     def forward(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: torch.Tensor):
         self.tokens.copy_(tokens)
@@ -150,7 +150,7 @@ class RuntimePrefill(nn.Module):
                                             ["g", "c0", "k_cache", "v_cache"], ["logits", "k_new", "v_new", "state"],
                                             core.predictor.kernel)
         self.g, self.c0 = torch.zeros_like(inputs[0]), torch.zeros_like(inputs[1])
-        self.bound = _Bound(session, _outputs(traced, inputs))
+        self.bound = BoundCall(session, output_buffers(traced, inputs))
 
     def forward(self, g, c0, k_cache, v_cache, prenorm: bool = False):
         if g.shape[0] != 1:

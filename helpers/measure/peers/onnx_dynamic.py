@@ -22,7 +22,7 @@ from onnx import helper, numpy_helper
 
 from helpers.measure.timing import interleaved
 from helpers.method.runtime_graph import export_call
-from helpers.method.runtime_step import _Bound, _outputs, session_options
+from helpers.method.runtime_step import BoundCall, output_buffers, session_options
 from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.tree import SparseTree
 
@@ -69,7 +69,7 @@ def dynamic_session(core: FusedCore, tree: SparseTree | None):
                          extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})     # RMSNorm: float32 it is
         session = ort.InferenceSession(str(Path(tmp) / "int8.onnx"), session_options(torch.get_num_threads()),
                                        providers=["CPUExecutionProvider"])
-    return _Bound(session, _outputs(step, inputs)), inputs
+    return BoundCall(session, output_buffers(step, inputs)), inputs
 
 
 @torch.no_grad()
