@@ -115,6 +115,26 @@ def test_runtime_speculation_returns_its_ar_codes(predictor, runtime):
     assert 15 * frames / sum(a.calls for a, _ in results) > 1.1
 
 
+def test_a_runtime_follows_new_weights():
+    """After the official weights change, a runtime decoder's calls are exported again from the new weights
+    (`Decoder.reload`): its frames are the float32 stack's frames with the new weights."""
+    predictor = CodePredictor.from_talker(build_tiny_talker(SPEC, seed=0, dtype=torch.float32))
+    runtime = predictor.with_kernel("ort-float32")
+    sampler = SamplerConfig(temperature=0.9)
+    decoder = Decoder(runtime, sampler, make_drafter("reused", runtime, 3), TREES["sparse16"])
+    g, c0 = random_frame_inputs(SPEC.talker_hidden_size, SPEC.talker_vocab_size, 1, torch.Generator().manual_seed(2),
+                                torch.float32)
+    u = frame_uniforms(torch.Generator().manual_seed(3), batch=1)
+    before = decoder.decode_frame(g, c0, u).codes
+    with torch.no_grad():
+        for head in predictor.official.lm_head:
+            head.weight.mul_(-1.0)                                     # other logits, other codes
+    decoder.reload()
+    after = decoder.decode_frame(g, c0, u).codes
+    assert torch.equal(after, Decoder(predictor, sampler).decode_frame(g, c0, u).codes)
+    assert not torch.equal(before, after)
+
+
 def test_a_runtime_refuses_what_it_cannot_run(predictor):
     deployed = predictor.with_kernel("ort-w8a8")
     with pytest.raises(ValueError, match="runs its calls in ONNX Runtime, one host call each"):

@@ -78,7 +78,7 @@ def constants_as_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def activation_grid(vnni: bool) -> tuple[int, int]:
-    """(L, Z): activations on round(x / s) with s = max|x| / L, stored as uint8 at zero point Z (module docstring)."""
+    """(L, Z): activations on round(L x / max|x|), stored as uint8 at zero point Z (module docstring)."""
     return (127, 128) if vnni else (63, 64)
 
 
@@ -125,10 +125,11 @@ def _first_axis(node: onnx.NodeProto, producers: dict, inits: dict) -> bool:
     if len(node.input) <= axes_input or not node.input[axes_input]:
         return False
     name = node.input[axes_input]
-    axes = producers.get(name)
     if name in inits:
         return inits[name].tolist() == [0]
-    return axes is not None and axes.op_type == "Constant" and numpy_helper.to_array(axes.attribute[0].t).tolist() == [0]
+    axes = producers.get(name)
+    return (axes is not None and axes.op_type == "Constant"
+            and numpy_helper.to_array(axes.attribute[0].t).tolist() == [0])
 
 
 def per_row_int8(model: onnx.ModelProto, vnni: bool) -> onnx.ModelProto:
@@ -144,11 +145,11 @@ def per_row_int8(model: onnx.ModelProto, vnni: bool) -> onnx.ModelProto:
     new_inits, nodes = [], []
     for node in graph.node:
         chain = _weight_chain(node.input[1], producers, inits) if _is_product(node) else None
-        source = (chain[0].input[0] if chain else node.input[1]) if chain is not None else None
-        if chain is None:
+        transposed = _attr(node, "transB", 0) == 1                  # Gemm's B as [N, K]
+        if chain is None or (transposed and chain):                 # computed, or a picked table read transposed
             nodes.append(node)
             continue
-        transposed = _attr(node, "transB", 0) == 1 and not chain     # Gemm's B as [N, K]
+        source = chain[0].input[0] if chain else node.input[1]
         if source not in quantized:
             w = inits[source].T if transposed else inits[source]
             w8, scale = int8_columns(np.ascontiguousarray(w))

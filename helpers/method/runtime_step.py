@@ -107,20 +107,26 @@ def output_buffers(module: nn.Module, inputs: tuple) -> list[torch.Tensor]:
 
 class RuntimeStep(FusedStep):
     """`FusedStep` (its tables, groups and outputs) run by ONNX Runtime: see the module docstring. The runtime is the
-    core's predictor's kernel."""
+    core's predictor's kernel; the session follows the core's weights (`FusedCore.generation`)."""
 
     def __init__(self, core: FusedCore, tree: SparseTree | None, prenorm: bool = False):
         super().__init__(core, tree, prenorm)
-        runtime = core.predictor.kernel
+        self.bind()
+
+    def bind(self) -> None:
+        """The session of this call over the core's weights as they are now, and its bound buffers."""
+        core, tree = self.core, self.tree
         inputs = self.example_inputs(1)
         key = ("step", tuple(map(tuple, tree.paths)) if tree is not None else None, self.prenorm)
-        traced = FusedStep(core, tree, prenorm)                   # the gathered call, as Core ML traces it
+        traced = FusedStep(core, tree, self.prenorm)              # the gathered call, as Core ML traces it
         session, self.ops = runtime_session(core, key, traced, inputs, ["tokens", "k_cache", "v_cache", "t"],
-                                            list(self.outputs), runtime)
+                                            list(self.outputs), core.predictor.kernel)
         self.tokens, self.t = torch.zeros_like(inputs[0]), torch.zeros_like(inputs[3])
-        self.bound = BoundCall(session, output_buffers(traced, inputs))
+        self.bound, self.bound_generation = BoundCall(session, output_buffers(traced, inputs)), core.generation
 
     def forward(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: torch.Tensor):
+        if self.bound_generation != self.core.generation:
+            self.bind()
         self.tokens.copy_(tokens)
         self.t.copy_(t.reshape(1))
         return tuple(self.bound(self.tokens, k_cache, v_cache, self.t))
@@ -141,20 +147,28 @@ class RuntimePrefill(nn.Module):
 
     def __init__(self, core: FusedCore, prenorm: bool = False):
         super().__init__()
-        traced = _PrefillCall(core, prenorm)
-        k, v = core.empty_cache(1)
-        device = core.heads.device
+        self.core, self.prenorm = core, bool(prenorm)
+        self.bind()
+
+    def bind(self) -> None:
+        """The session of the prefill over the core's weights as they are now, and its bound buffers."""
+        core = self.core
+        traced, (k, v), device = _PrefillCall(core, self.prenorm), core.empty_cache(1), core.heads.device
         inputs = (torch.zeros(1, core.predictor.c0_embedding.embedding_dim, dtype=core.heads.dtype, device=device),
                   torch.zeros(1, dtype=torch.long, device=device), k, v)
-        session, self.ops = runtime_session(core, ("prefill", bool(prenorm)), traced, inputs,
+        session, self.ops = runtime_session(core, ("prefill", self.prenorm), traced, inputs,
                                             ["g", "c0", "k_cache", "v_cache"], ["logits", "k_new", "v_new", "state"],
                                             core.predictor.kernel)
         self.g, self.c0 = torch.zeros_like(inputs[0]), torch.zeros_like(inputs[1])
-        self.bound = BoundCall(session, output_buffers(traced, inputs))
+        self.bound, self.bound_generation = BoundCall(session, output_buffers(traced, inputs)), core.generation
 
     def forward(self, g, c0, k_cache, v_cache, prenorm: bool = False):
+        if prenorm != self.prenorm:
+            raise ValueError(f"this prefill returns {'r_1' if self.prenorm else 'h_1'}, asked for prenorm={prenorm}")
         if g.shape[0] != 1:
             raise ValueError(f"the runtime's prefill decodes one stream (batch 1), got batch {g.shape[0]}")
+        if self.bound_generation != self.core.generation:
+            self.bind()
         self.g.copy_(g)
         self.c0.copy_(c0)
         return tuple(self.bound(self.g, self.c0, k_cache, v_cache))

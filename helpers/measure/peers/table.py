@@ -43,12 +43,15 @@ def floors(core: FusedCore) -> dict:
     return {"read": read, **{f: weights * b / (read["gb_per_s"] * 1e9) * 1e3 for f, b in BYTES_PER_WEIGHT.items()}}
 
 
-def llama_rows(threads: int, here: dict) -> dict:
-    """llama.cpp's rows at `threads` from this machine's `make bench`, else from the committed reference."""
+def llama_rows(threads: int, here: dict, shape: dict) -> dict:
+    """llama.cpp's rows at `threads` and `shape` (hidden, vocab) from this machine's `make bench`, else from the
+    committed reference."""
     for path, source in ((LLAMA_FILE, "make bench on this machine"), (LLAMA_REFERENCE, "committed reference")):
         if path.exists():
             data = json.loads(path.read_text())
             if source.startswith("make bench") and data["machine"].get("cpu_model") != here.get("cpu_model"):
+                continue
+            if any(data["shape"].get(k) != v for k, v in shape.items()):
                 continue
             rows = data["by_threads"].get(str(threads)) or data["by_threads"].get(threads)
             if rows:
@@ -93,7 +96,8 @@ def peers_block(core: FusedCore, trees: dict[int, SparseTree], rounds: int = 60)
     floor = floors(core)
     ort = time_dynamic(core, trees, rounds=rounds)
     rows = {"onnxruntime-int8-dynamic": {**ort, "floor_ms": floor["int8"], "measured_on": here, "source": "this run"}}
-    for name, row in llama_rows(threads, here).items():
+    shape = {"hidden": core.predictor.hidden_size, "vocab": core.vocab}
+    for name, row in llama_rows(threads, here, shape).items():
         rows[name] = {**row, "floor_ms": floor["Q8_0" if "Q8_0" in row["dtype"] else "BF16"]}
     for row in rows.values():
         row["frame_ms"] = 15 * row["ar_step_ms"]
