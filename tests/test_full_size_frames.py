@@ -57,7 +57,7 @@ def test_every_deployment_at_the_real_shape_decodes_lossless_frames(table):
 def test_the_peers_stand_beside_our_loops(table):
     """ONNX Runtime's quantize_dynamic measured in the run (AR step and the q-row calls of the same trees), the
     read floor of the int8 step's weights, and the headline against the fastest AR frame of any engine."""
-    peers, floor = table["peers"]["rows"], table["peers"]["floor"]
+    peers, floor = table["peers"], table["floors"]
     ort = peers["onnxruntime-int8-dynamic"]
     assert ort["source"] == "this run" and ort["threads"] == torch.get_num_threads()
     assert ort["ar_step_ms"] > 0 and set(ort["q_call_ms"]) == {5, 9} and ort["frame_ms"] == 15 * ort["ar_step_ms"]

@@ -13,8 +13,10 @@ speculative loop per N, interleaved frame by frame on the same frames and unifor
     model      a frame's time fitted on these frames, per deployment: per frame + rounds x (its call + round work)
                (`frame_model`), and its error on them
     projected  the paper's tokens/step through that model, labelled projected (`projected`)
-    peers      the engines a CPU user would run instead (ONNX Runtime's `quantize_dynamic`, llama.cpp) at the same shape
-               and threads, and the read floor (`measure.peers.table.peers_block`); fastest_ar_any, speedup_any: the
+    peers      {name: {engine, dtype, threads, ar_step_ms, q_call_ms: {q: ms}, floor_ms, frame_ms, measured_on,
+               source}}: the engines a CPU user would run instead (ONNX Runtime's `quantize_dynamic`, llama.cpp) at
+               the same shape and threads (`measure.peers.table.peers_block`); floors: the read floor of one AR step's
+               weights per weight format, and the read measured; fastest_ar_any, speedup_any: the
                fastest AR frame of any engine (a peer's: 15 of its AR steps) over the fastest lossless speculative frame
 """
 
@@ -80,9 +82,10 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
         from helpers.method.stack import FusedCore
 
         fp32 = CodePredictor.from_talker(fs.talker, dtype=torch.float32)          # the peers' weights: float32
-        out["peers"] = peers_block(FusedCore(fp32, max_depth=max(t.max_depth for t in trees.values())), trees)
+        block = peers_block(FusedCore(fp32, max_depth=max(t.max_depth for t in trees.values())), trees)
+        out["peers"], out["floors"] = block["rows"], block["floor"]
         baselines = {k: rows[k]["frame_ms"] for k in rows if rows[k]["n"] == 0}
-        baselines.update({k: r["frame_ms"] for k, r in out["peers"]["rows"].items()})
+        baselines.update({k: r["frame_ms"] for k, r in out["peers"].items()})
         out["fastest_ar_any"] = min(baselines, key=baselines.get)
         out["speedup_any"] = baselines[out["fastest_ar_any"]] / rows[fastest_spec]["frame_ms"] if fastest_spec else None
     return out
@@ -170,13 +173,13 @@ def format_full_size(table: dict) -> str:
 def format_peers(table: dict) -> list[str]:
     """The engines beside ours as text lines: each one's AR step and q-row calls, its floor; the headline against
     the fastest AR loop of any engine."""
-    floor = table["peers"]["floor"]["read"]
+    floor = table["floors"]["read"]
     lines = [f"engines at this shape and threads, p50 ms (floor: the step's weights read once at "
              f"{floor['gb_per_s']:.1f} GB/s):"]
     for name, ours in table["calls"].items():
         lines.append(f"  ours {name:>22}: AR call {ours['ar_ms']:6.2f}; "
                      + ", ".join(f"q={c['q']} {c['call_ms']:.2f}" for c in ours["by_n"].values()))
-    for name, r in table["peers"]["rows"].items():
+    for name, r in table["peers"].items():
         lines.append(f"  {name:>27}: AR step {r['ar_step_ms']:6.2f}; "
                      + ", ".join(f"q={q} {ms:.2f}" for q, ms in r["q_call_ms"].items())
                      + f"; floor {r['floor_ms']:.2f} ({r['source']})")

@@ -18,7 +18,7 @@ def _ours(table: dict) -> dict[str, float]:
 
 def peers_rows(table: dict) -> list[dict]:
     """One row per engine: ours (each deployment's AR call as timed alone) and the peers', p50 ms."""
-    peers, floor = table["peers"]["rows"], table["peers"]["floor"]
+    peers, floor = table["peers"], table["floors"]
     sizes = sorted({int(q) for r in peers.values() for q in r["q_call_ms"]})
     rows = []
     for name, ms in _ours(table).items():
@@ -40,13 +40,13 @@ def _row(name, source, ar, by_q, sizes, floor) -> dict:
 
 def fastest_peer(table: dict) -> str:
     """The peer with the cheapest AR step."""
-    peers = table["peers"]["rows"]
+    peers = table["peers"]
     return min(peers, key=lambda k: peers[k]["ar_step_ms"])
 
 
 def engines_md(table: dict, where: str) -> str:
     """The engines in sentences (module docstring)."""
-    s, peers, floor = table["systems"], table["peers"]["rows"], table["peers"]["floor"]
+    s, peers, floor = table["systems"], table["peers"], table["floors"]
     best, spec = table["fastest_ar_any"], table["fastest_spec"]
     best_ms = s[best]["frame_ms"] if best in s else peers[best]["frame_ms"]
     peer = fastest_peer(table)

@@ -547,14 +547,14 @@ def results_rows(m: dict) -> list[dict]:
                      "paper (0.6B)": "{:.2f}x (M3 Pro; tokens/step / (1 + overhead))".format(
                          PAPER["figure4_latency"]["devices"]["macbook_m3_pro"]["speedup_at_N32"])})
         if fs.get("speedup_any"):
-            peers = fs["peers"]["rows"]
+            peers = fs["peers"]
             best = fs["fastest_ar_any"]
             rows.append({"result": "the same, against the fastest AR loop of any engine, the peers a CPU user would "
                                    f"run included (a peer's frame: 15 of its AR steps; {where})",
                          "this run": f"{fs['speedup_any']:.2f}x measured ({fs['fastest_spec']} / {best}); cheapest "
                                      f"AR step: ours {min(c['ar_ms'] for c in fs['calls'].values()):.2f} ms, "
                                      f"peers' {min(r['ar_step_ms'] for r in peers.values()):.2f} ms, read floor "
-                                     f"{fs['peers']['floor']['int8']:.2f} ms", "paper (0.6B)": "-"})
+                                     f"{fs['floors']['int8']:.2f} ms", "paper (0.6B)": "-"})
     for device, lat in m.get("latency", {}).items():
         if lat.get("32", {}).get("measured_speedup"):
             where = measured_on(lat.get("machine") or m["run"].get("machine"))

@@ -1,5 +1,5 @@
 """The peers beside our loops: what a CPU user would run instead, at the code predictor's shape and thread count,
-and the floor the weights' reads set (`metrics.json` "full_size" -> "peers").
+and the floor the weights' reads set (`metrics.json` "full_size" -> "peers" and "floors").
 
     peers_block(core, trees) -> {name: {"engine", "dtype", "threads", "ar_step_ms", "q_call_ms": {q: ms},
                                         "floor_ms", "frame_ms", "measured_on", "source"}}
