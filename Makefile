@@ -54,7 +54,7 @@ gpu-pack: setup
 # The peers a CPU user would run instead of our decoder (helpers/measure/peers/): llama.cpp through llama-cpp-python,
 # built once from its sdist for this CPU (-march=native) with clang, 2 jobs (~6-7 minutes on 2 cores), and gguf to
 # write its model files. Not GCC: Debian's GCC 12 drops the tile configuration of llama.cpp's AMX int8 kernels
-# (its _tile_loadconfig reads only 8 bytes of the config; upstream PR #26954), which crashes on batches of more
+# (its _tile_loadconfig reads only 8 bytes of the config; an upstream fix is open), which crashes on batches of more
 # than one row. clang 14 spells the AMX macro __AMXINT8__, not the __AMX_INT8__ ggml tests, so it is defined
 # where the CPU has AMX (-march=native enables the instructions). The stamp records what was built and how long it
 # took; `helpers.measure.peers.llama.llama_build` reports it with every timing.

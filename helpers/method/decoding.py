@@ -34,6 +34,7 @@ from helpers.method.compiler import CallCompiler
 from helpers.method.drafters import Drafter
 from helpers.method.kernels import RUNTIMES
 from helpers.method.predictor import CodePredictor
+from helpers.method.runtime_step import RuntimeStep
 from helpers.method.round import ARFrame, ARStep, Prefill, Round, RoundLoop, SpeculativeFrame
 from helpers.method.sampler import SamplerConfig
 from helpers.method.stack import FusedCore, FusedStep
@@ -75,17 +76,9 @@ def step_type(predictor: CodePredictor, views: bool | None = None) -> type:
     """The eager host loop's verify call: a runtime's (`helpers.method.runtime_step.RuntimeStep`, kernel in
     `RUNTIMES`), else `ViewStep` (views True; default None: on a CPU) or the gathered `FusedStep`."""
     if predictor.kernel in RUNTIMES:
-        from helpers.method.runtime_step import RuntimeStep
         return RuntimeStep
     return ViewStep if (predictor.device.type == "cpu" if views is None else views) else FusedStep
 
-
-def prefill_call(core: FusedCore, prenorm: bool):
-    """The prefill a decoder's frame opens with: the core's own, or a runtime's (`RuntimePrefill`)."""
-    if core.predictor.kernel in RUNTIMES:
-        from helpers.method.runtime_step import RuntimePrefill
-        return RuntimePrefill(core, prenorm)
-    return None
 
 
 def first_rounds(tokens_per_step: float, num_codes: int = 15) -> int:
@@ -113,11 +106,7 @@ class Decoder:
         self.compiler = CallCompiler(compile, predictor.device, torch_backend)
         self._check(predictor, drafter, tree, rounds_per_graph)
         host_loop = compile == "none" and rounds_per_graph is None
-        runtime = predictor.kernel in RUNTIMES
-        if runtime and not host_loop:
-            raise ValueError(f"kernel {predictor.kernel!r} runs its calls in ONNX Runtime, one host call each: "
-                             "compile 'none' and rounds_per_graph None")
-        self.batched = host_loop and tree is None and not runtime    # the eager AR loop: any batch at once
+        self.batched = host_loop and tree is None and predictor.kernel not in RUNTIMES   # eager AR: any batch at once
         step = step_type(predictor, views) if host_loop else FusedStep
         if step is FusedStep and predictor.kernel != "dense":
             raise ValueError(f"compiled decoders take a predictor with kernel 'dense' (their calls gather rows by "
@@ -129,8 +118,7 @@ class Decoder:
         buffers = self.buffers(1)
         kernels, capture = self.compiler.kernels, self.compiler.capture
         if tree is None:
-            prefill = Prefill(self.core, sampler, call=prefill_call(self.core, False))
-            ar = ARStep.build(self.core, sampler, step)
+            prefill, ar = Prefill(self.core, sampler), ARStep.build(self.core, sampler, step)
             self.step = ar.step
             self.frame = (ARFrame(self.compiler(prefill, buffers), self.compiler(ar, buffers), n, predictor.device)
                           if rounds_per_graph is None else
@@ -138,8 +126,7 @@ class Decoder:
             return
         self.round = Round.build(self.core, drafter, tree, sampler, step)
         self.step = self.round.step
-        prefill = Prefill(self.core, sampler, self.round.drafts, self.round.index,
-                          prefill_call(self.core, drafter.prenorm))
+        prefill = Prefill(self.core, sampler, self.round.drafts, self.round.index)
         if rounds_per_graph is None:
             self.prefill, self.call = self.compiler(prefill, buffers), self.compiler(self.round, buffers)
             return

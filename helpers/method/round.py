@@ -30,6 +30,8 @@ from torch import nn
 
 from helpers.method.drafters import top_candidates
 from helpers.method.sampler import SamplerConfig, sample, target_probs
+from helpers.method.kernels import RUNTIMES
+from helpers.method.runtime_step import RuntimePrefill
 from helpers.method.stack import FusedCore, FusedStep, commit_kv
 from helpers.method.tree import SparseTree, TreeIndex, accept
 
@@ -54,10 +56,10 @@ class Prefill(nn.Module):
     first token); with `drafts` (B = 1): (query [1, q], candidates [D, m])."""
 
     def __init__(self, core: FusedCore, sampler: SamplerConfig, drafts: Drafts | None = None,
-                 index: TreeIndex | None = None, call: nn.Module | None = None):
+                 index: TreeIndex | None = None):
         super().__init__()
         self.core, self.sampler, self.drafts, self.index = core, sampler, drafts, index
-        self.call = call or core.prefill              # the prefill call (a runtime's: `runtime_step.RuntimePrefill`)
+        self.call = core.prefill if core.predictor.kernel not in RUNTIMES else RuntimePrefill(core, drafts)
         device = core.heads.device
         self.register_buffer("slots", torch.arange(2, device=device), persistent=False)
         self.register_buffer("one", torch.ones(1, dtype=torch.long, device=device), persistent=False)

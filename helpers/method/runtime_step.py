@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from helpers.method.kernels import RUNTIMES
 from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.tree import SparseTree
 
@@ -57,7 +58,7 @@ def runtime_session(core: FusedCore, key: tuple, module: nn.Module, inputs: tupl
 
     threads = torch.get_num_threads()
     cache = _SESSIONS.setdefault(core.predictor.official, {})
-    call = (*key, core.signature)
+    call = (*key, hash(core._signature))                  # which weights, laid out how
     if (call, runtime, threads) not in cache:
         if call not in cache:                             # one export serves both runtimes and every thread count
             cache[call] = export_call(module, inputs, input_names, output_names)
@@ -67,6 +68,8 @@ def runtime_session(core: FusedCore, key: tuple, module: nn.Module, inputs: tupl
         session = ort.InferenceSession(model.SerializeToString(), session_options(threads),
                                        providers=["CPUExecutionProvider"])
         cache[call, runtime, threads] = session, [node.op_type for node in model.graph.node]
+        if all((call, r, threads) in cache for r in RUNTIMES):     # both built: the export's memory back
+            del cache[call]
     return cache[call, runtime, threads]
 
 
@@ -142,12 +145,13 @@ class _PrefillCall(nn.Module):
 
 
 class RuntimePrefill(nn.Module):
-    """`FusedCore.prefill` (batch 1) run by ONNX Runtime. forward(g [1, Ht], c0 [1], k, v) -> logits of c1 [1, V],
-    k_new, v_new [L, 1, kv, 2, d], state [1, H] (h_1, or r_1 when prenorm)."""
+    """`FusedCore.prefill` (batch 1) run by ONNX Runtime, for a frame whose round drafts with `drafts` (a
+    `round.Drafts`; None: the AR frame). forward(g [1, Ht], c0 [1], k, v, prenorm) -> logits of c1 [1, V], k_new,
+    v_new [L, 1, kv, 2, d], state [1, H] (h_1, or r_1 for a prenorm drafter)."""
 
-    def __init__(self, core: FusedCore, prenorm: bool = False):
+    def __init__(self, core: FusedCore, drafts: nn.Module | None = None):
         super().__init__()
-        self.core, self.prenorm = core, bool(prenorm)
+        self.core, self.prenorm = core, bool(drafts is not None and drafts.drafter.prenorm)   # r_1 for its drafter
         self.bind()
 
     def bind(self) -> None:

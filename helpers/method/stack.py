@@ -104,12 +104,10 @@ def apply(x: torch.Tensor, linear) -> torch.Tensor:
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float, one_kernel: bool = False) -> torch.Tensor:
     """The one RMSNorm (module docstring): x [..., H] -> weight * x / sqrt(mean(x^2) + eps), reduced in at least
     float32, weight [H] or None; one_kernel: as one `layer_norm` over [x, -x], weight `padded(w)` [2H] (a view)."""
-    if one_kernel and torch.onnx.is_in_onnx_export():         # an exported norm is the runtime's RMSNorm op
-        return F.rms_norm(x, x.shape[-1:], weight[:x.shape[-1]], eps)
-    if one_kernel:
+    if one_kernel and not torch.onnx.is_in_onnx_export():     # exported: the runtime's own RMSNorm op
         return F.layer_norm(torch.cat((x, -x), -1), (2 * x.shape[-1],), weight, None, eps)[..., :x.shape[-1]]
     y = F.rms_norm(x, x.shape[-1:], None, eps)
-    return y if weight is None else weight * y
+    return y if weight is None else weight[:x.shape[-1]] * y
 
 
 def padded(weight: torch.Tensor) -> torch.Tensor:
@@ -165,7 +163,6 @@ class FusedCore(nn.Module):
             return False
         self._build()
         self._signature = signature
-        self.signature = hash(signature)            # which weights, laid out how: what an exported call depends on
         self.generation += 1
         return True
 

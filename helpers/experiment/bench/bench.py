@@ -20,6 +20,7 @@ with `make run`; built if absent) and saves outputs/bench/latency_mini_cpu.json.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import time
 
@@ -158,6 +159,7 @@ def engines(P, trees, g, c0, thread_counts) -> dict:
                            "its rows come from the committed reference"), flush=True)
     out = {}
     for threads in thread_counts:
+        gc.collect()                                # the last pass's decoders and sessions (GBs) let go first
         torch.set_num_threads(threads)
         print(f"the miniature at the real code predictor's size, {threads} thread(s): every deployment, "
               f"{P.full_size_frames} whole frames, the peers beside (minutes) ...", flush=True)
