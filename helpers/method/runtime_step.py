@@ -14,8 +14,8 @@ Buffers are bound once (ONNX Runtime's I/O binding, by pointer): the call's inpu
 input tensors, the caches are read where the decoder keeps them (bound again only if it hands over other tensors),
 and the outputs are written into the step's own output tensors, which the returned tensors are (the next call
 overwrites them). One Python call per model call, no allocation per call on the host side. Batch 1.
-Exports and sessions are kept per official model, call, weights (`FusedCore.signature`), runtime and threads: a
-decoder and a timing of the same call share one, and one float32 export serves both runtimes.
+Sessions are kept per official model, call, weights, runtime and threads: a decoder and a timing of the same call
+share one.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.method.kernels import RUNTIMES
 from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.tree import SparseTree
 
@@ -58,19 +57,15 @@ def runtime_session(core: FusedCore, key: tuple, module: nn.Module, inputs: tupl
 
     threads = torch.get_num_threads()
     cache = _SESSIONS.setdefault(core.predictor.official, {})
-    call = (*key, hash(core._signature))                  # which weights, laid out how
-    if (call, runtime, threads) not in cache:
-        if call not in cache:                             # one export serves both runtimes and every thread count
-            cache[call] = export_call(module, inputs, input_names, output_names)
-        model = cache[call]
+    call = (*key, hash(core._signature), runtime, threads)        # which weights, laid out how; which session
+    if call not in cache:                                        # the export is not kept: it holds every weight
+        model = export_call(module, inputs, input_names, output_names)
         if runtime == "ort-w8a8":
             model = per_row_int8(model, vnni=torch.cpu._is_vnni_supported())
         session = ort.InferenceSession(model.SerializeToString(), session_options(threads),
                                        providers=["CPUExecutionProvider"])
-        cache[call, runtime, threads] = session, [node.op_type for node in model.graph.node]
-        if all((call, r, threads) in cache for r in RUNTIMES):     # both built: the export's memory back
-            del cache[call]
-    return cache[call, runtime, threads]
+        cache[call] = session, [node.op_type for node in model.graph.node]
+    return cache[call]
 
 
 class BoundCall:

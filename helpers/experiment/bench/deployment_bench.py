@@ -68,6 +68,7 @@ def full_size_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.Te
 
     drafter = stages.drafters(P).drafters[stages.main_drafter(P)]
     frames = P.full_size_frames
+    names = [n for n in runnable() if n != "ort-float32"]     # the runtime's float32 reference: tested, not timed
     return full_size_frames(backend(P).model.talker, drafter, {n: trees[n] for n in FULL_SIZE_N if n in trees},
-                            g[:frames], c0[:frames], sampler(P), seed=P.seed,
+                            g[:frames], c0[:frames], sampler(P), names=names, seed=P.seed,
                             paper_tokens_per_step=PAPER["figure4_latency"]["acceptance_ceiling"])
