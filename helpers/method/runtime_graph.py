@@ -37,9 +37,9 @@ def _rms_norm(g, x, shape, weight, eps):
     from torch.onnx import symbolic_helper
 
     if symbolic_helper._is_none(weight):
-        width = g.op("Slice", g.op("Shape", x), g.op("Constant", value_t=torch.tensor([-1])),
-                     g.op("Constant", value_t=torch.tensor([2 ** 62])))
-        weight = g.op("ConstantOfShape", width, value_t=torch.ones(1))
+        width = g.op("Slice", g.op("Shape", x), g.op("Constant", value_t=torch.tensor([-1], device="cpu")),
+                     g.op("Constant", value_t=torch.tensor([2 ** 62], device="cpu")))     # graph constants: host
+        weight = g.op("ConstantOfShape", width, value_t=torch.ones(1, device="cpu"))
     return g.op("SimplifiedLayerNormalization", x, weight, axis_i=-1, epsilon_f=eps,
                 stash_type_i=1)
 
@@ -111,7 +111,7 @@ def _attr(node: onnx.NodeProto, name: str, default):
     return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), default)
 
 
-def _is_product(node: onnx.NodeProto) -> bool:
+def is_product(node: onnx.NodeProto) -> bool:
     """A plain product of 2-D x [M, K] by B: Gemm without transposed A, scaling or bias (how torch.mm exports)."""
     return (node.op_type == "Gemm" and _attr(node, "transA", 0) == 0 and _attr(node, "alpha", 1.0) == 1.0
             and (len(node.input) < 3 or not node.input[2] or _attr(node, "beta", 1.0) == 0.0))
@@ -144,7 +144,7 @@ def per_row_int8(model: onnx.ModelProto, vnni: bool) -> onnx.ModelProto:
     quantized: dict[str, tuple[str, str]] = {}                 # source initializer -> (int8 name, scale name)
     new_inits, nodes = [], []
     for node in graph.node:
-        chain = _weight_chain(node.input[1], producers, inits) if _is_product(node) else None
+        chain = _weight_chain(node.input[1], producers, inits) if is_product(node) else None
         transposed = _attr(node, "transB", 0) == 1                  # Gemm's B as [N, K]
         if chain is None or (transposed and chain):                 # computed, or a picked table read transposed
             nodes.append(node)

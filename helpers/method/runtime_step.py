@@ -85,7 +85,7 @@ class BoundCall:
         if not tensor.is_contiguous() or tensor.device.type != "cpu":
             raise ValueError(f"{name}: the runtime reads contiguous CPU tensors, got {tensor.device} "
                              f"{'contiguous' if tensor.is_contiguous() else 'strided'}")
-        bind(name, "cpu", 0, torch.empty(0, dtype=tensor.dtype).numpy().dtype, tuple(tensor.shape),
+        bind(name, "cpu", 0, torch.empty(0, dtype=tensor.dtype, device="cpu").numpy().dtype, tuple(tensor.shape),
              tensor.data_ptr())
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:

@@ -21,7 +21,7 @@ import torch
 from onnx import helper, numpy_helper
 
 from helpers.measure.timing import interleaved
-from helpers.method.runtime_graph import export_call
+from helpers.method.runtime_graph import export_call, is_product
 from helpers.method.runtime_step import BoundCall, output_buffers, session_options
 from helpers.method.stack import FusedCore, FusedStep
 from helpers.method.tree import SparseTree
@@ -32,12 +32,11 @@ def plain_products(model: onnx.ModelProto) -> onnx.ModelProto:
     inits = {i.name: i for i in model.graph.initializer}
     nodes = []
     for node in model.graph.node:
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        if node.op_type == "Gemm" and len(node.input) == 2 and not attrs.get("transA") and node.input[1] in inits:
-            if attrs.get("transB"):
+        if is_product(node) and node.input[1] in inits:
+            if any(a.name == "transB" and a.i for a in node.attribute):
                 w = numpy_helper.to_array(inits[node.input[1]])
                 inits[node.input[1]].CopyFrom(numpy_helper.from_array(np.ascontiguousarray(w.T), node.input[1]))
-            node = helper.make_node("MatMul", list(node.input), list(node.output), name=node.name)
+            node = helper.make_node("MatMul", list(node.input[:2]), list(node.output), name=node.name)
         nodes.append(node)
     del model.graph.node[:]
     model.graph.node.extend(nodes)
