@@ -9,8 +9,8 @@ import torch
 import gguf
 
 from helpers.measure.peers.llama import (
-    code_predictor_shape, code_predictor_weights, llama_logits, random_weights, tensor_shapes, time_llama,
-    write_gguf)
+    code_predictor_shape, code_predictor_weights, in_child, llama_logits, random_weights, tensor_shapes,
+    time_llama, write_gguf)
 
 SMALL = dict(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, mlp=128, vocab=32, eps=1e-6, rope_theta=1e6)
 TYPES = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "bf16": gguf.GGMLQuantizationType.BF16}
@@ -133,3 +133,11 @@ def test_time_llama(small_gguf):
     assert out["ar_step_ms"] > 0 and set(out["q_call_ms"]) == {5, 9, 17}
     assert all(ms > 0 for ms in out["q_call_ms"].values())
     assert "llama.cpp" in out["build"] and "CPU" in out["build"]
+
+
+def test_a_failing_llama_process_is_named_and_the_caller_lives_on(tmp_path):
+    """llama.cpp runs in a child process: its failure reaches the caller as an error naming the call, how the child
+    ended and what it printed, and the caller's process goes on."""
+    with pytest.raises(RuntimeError, match=r"(?s)\(sequence_logits\) exited with 1: .*could not load"):
+        llama_logits(tmp_path / "missing.gguf", [1, 2])
+    assert in_child("tensor_shapes", SMALL)["output"] == (SMALL["vocab"], SMALL["hidden"])

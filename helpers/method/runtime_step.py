@@ -69,13 +69,13 @@ def runtime_session(core: FusedCore, key: tuple, module: nn.Module, inputs: tupl
 
 
 class BoundCall:
-    """One session's I/O binding over torch tensors: inputs bound by pointer (rebound when a tensor changes),
-    outputs written into tensors made once."""
+    """One session's I/O binding over torch tensors: inputs bound by pointer (bound again when the address, shape or
+    dtype changes), outputs written into tensors made once."""
 
     def __init__(self, session, outputs: list[torch.Tensor]):
         self.session, self.io = session, session.io_binding()
         self.names = [i.name for i in session.get_inputs()]
-        self.pointers: dict[str, int] = {}
+        self.pointers: dict[str, tuple] = {}                      # name -> (address, shape, dtype) bound
         self.outputs = outputs
         for out, tensor in zip(session.get_outputs(), outputs):
             self._bind(self.io.bind_output, out.name, tensor)
@@ -90,9 +90,10 @@ class BoundCall:
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         for name, tensor in zip(self.names, inputs):
-            if self.pointers.get(name) != tensor.data_ptr():
+            bound = (tensor.data_ptr(), tensor.shape, tensor.dtype)       # a new tensor may reuse a freed address
+            if self.pointers.get(name) != bound:
                 self._bind(self.io.bind_input, name, tensor)
-                self.pointers[name] = tensor.data_ptr()
+                self.pointers[name] = bound
         self.session.run_with_iobinding(self.io)
         return self.outputs
 

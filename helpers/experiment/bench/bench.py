@@ -79,6 +79,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--side-frames", type=int, default=100, help="frames of the side-by-side run")
     ap.add_argument("--full-size-frames", type=int, default=12,
                     help="whole frames of the miniature at the real code predictor's size, every deployment (0: skip)")
+    ap.add_argument("--engine-threads", type=int, nargs="+", default=None,
+                    help="thread counts of the full-size engines table (default: --threads and every core)")
     ap.add_argument("--real-rounds", type=int, default=40,
                     help="rounds of the 0.6B-shape grid (0: skip it; every deployment and N once a round)")
     ap.add_argument("--real-out", default="outputs/bench/cpu_0.6b.json")
@@ -128,8 +130,9 @@ def main(argv=None) -> dict:
     save_json(args.out, data)
     if args.full_size_frames:
         P = load_params(args.params, {**overrides, "full_size_frames": args.full_size_frames})
-        data["full_size_by_threads"] = engines(P, trees, g, c0, sorted({args.threads, os.cpu_count() or 1}))
-        data["full_size"] = data["full_size_by_threads"][args.threads]
+        counts = sorted(set(args.engine_threads or (args.threads, os.cpu_count() or 1)))
+        data["full_size_by_threads"] = engines(P, trees, g, c0, counts)
+        data["full_size"] = data["full_size_by_threads"][args.threads if args.threads in counts else counts[0]]
         torch.set_num_threads(args.threads)
         save_json(args.out, data)
     if args.real_rounds:

@@ -9,6 +9,10 @@
   (q tokens at once, logits for every row, as a verify call needs), each call on the same cache.
 - `llama_logits(gguf_path, tokens)`: llama.cpp's logits of a sequence (the tests set them against a reference).
 
+Both run llama.cpp in a child process (`python -m helpers.measure.peers.llama`): it is native code built for this
+CPU by `make peers`, and a crash of it (a signal) becomes an error that names the signal instead of ending the
+bench or the test process that asked.
+
 The weights dict holds float32 arrays keyed by GGUF tensor names without ".weight", in the Hugging Face layouts
 (a projection is [out, in]; gguf writes the dims reversed, as llama.cpp reads them): token_embd [V, H], output
 [V, H], output_norm [H], and per layer i "blk.{i}." + attn_norm [H], attn_q [nh d, H], attn_k / attn_v [nkv d, H],
@@ -23,8 +27,12 @@ from __future__ import annotations
 
 import ctypes
 import os
+import pickle
+import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -233,8 +241,34 @@ def llama_build() -> str:
     return f"llama-cpp-python {ll.__version__}, llama.cpp {ll.llama_version().decode()}; {how}; {info}"
 
 
+def in_child(name: str, *args, **kwargs):
+    """`name(*args, **kwargs)` of this module run in a child Python process; its result, or RuntimeError naming how
+    the child ended (a signal of llama.cpp's, an exception) with what it printed last."""
+    with tempfile.TemporaryDirectory(prefix="llama-") as tmp:
+        call, result = Path(tmp) / "call.pkl", Path(tmp) / "result.pkl"
+        call.write_bytes(pickle.dumps((name, args, kwargs)))
+        done = subprocess.run([sys.executable, "-m", __name__, str(call), str(result)], capture_output=True,
+                              text=True)
+        if done.returncode != 0:
+            how = (f"was killed by {signal.Signals(-done.returncode).name}" if done.returncode < 0
+                   else f"exited with {done.returncode}")
+            raise RuntimeError(f"llama.cpp's process ({name}) {how}: {(done.stdout + done.stderr)[-2000:]}")
+        return pickle.loads(result.read_bytes())
+
+
 def time_llama(gguf_path, threads: int, cached: int = 16, sizes=(1, 5, 9, 17), warmup: int = 10,
                iters: int = 100) -> dict:
+    """`timed_calls` in a child process (module docstring)."""
+    return in_child("timed_calls", str(gguf_path), threads, cached, tuple(sizes), warmup, iters)
+
+
+def llama_logits(gguf_path, tokens, threads: int = 1, split: int | None = None) -> np.ndarray:
+    """`sequence_logits` in a child process (module docstring)."""
+    return in_child("sequence_logits", str(gguf_path), [int(t) for t in tokens], threads, split)
+
+
+def timed_calls(gguf_path, threads: int, cached: int = 16, sizes=(1, 5, 9, 17), warmup: int = 10,
+                iters: int = 100) -> dict:
     """p50 wall time (ms) of llama.cpp decode calls on `gguf_path` with `threads` threads: q tokens at positions
     cached..cached+q-1 after a cache of `cached` positions, logits for every row; the q new positions are removed
     again after each call, so every call sees the same cache.
@@ -257,7 +291,7 @@ def time_llama(gguf_path, threads: int, cached: int = 16, sizes=(1, 5, 9, 17), w
     return {"ar_step_ms": p50[1], "q_call_ms": {q: p50[q] for q in sizes if q != 1}, "build": llama_build()}
 
 
-def llama_logits(gguf_path, tokens, threads: int = 1, split: int | None = None) -> np.ndarray:
+def sequence_logits(gguf_path, tokens, threads: int = 1, split: int | None = None) -> np.ndarray:
     """llama.cpp's logits [n, V] for a sequence of token ids: one call, or two (tokens[:split] then the rest, the
     second over the first's cache) when `split` is given."""
     tokens = list(tokens)
@@ -268,3 +302,8 @@ def llama_logits(gguf_path, tokens, threads: int = 1, split: int | None = None) 
             e.decode(part, start)
             rows.append(e.logits())
     return np.concatenate(rows)
+
+
+if __name__ == "__main__":              # the child of `in_child` (argv: call.pkl result.pkl); -m imported helpers first
+    name, args, kwargs = pickle.loads(Path(sys.argv[1]).read_bytes())
+    Path(sys.argv[2]).write_bytes(pickle.dumps(globals()[name](*args, **kwargs)))

@@ -61,7 +61,8 @@ def llama_rows(threads: int, here: dict, shape: dict) -> dict:
 
 def measure_llama(predictor, thread_counts, sizes=(1, 5, 9, 17), out: Path = LLAMA_FILE) -> dict | None:
     """llama.cpp Q8_0 and BF16 at the shape of `predictor` (a GGUF of its own weights, `peers.llama`), at each
-    thread count, saved to `out` for `peers_block` (None where `make peers` has not installed llama.cpp)."""
+    thread count, saved to `out` for `peers_block` (None where `make peers` has not installed llama.cpp). A call
+    whose process crashed is left out of the rows and kept, with its message, under "failed"."""
     import tempfile
 
     from helpers.artifacts import save_json
@@ -72,17 +73,22 @@ def measure_llama(predictor, thread_counts, sizes=(1, 5, 9, 17), out: Path = LLA
     except ImportError:
         return None
     shape, weights = llama.code_predictor_shape(predictor), llama.code_predictor_weights(predictor)
-    by_threads, build = {}, None
+    by_threads, build, failed = {}, None, {}
     with tempfile.TemporaryDirectory() as tmp:
         for dtype, label in (("q8_0", "Q8_0"), ("bf16", "BF16")):
             path = llama.write_gguf(Path(tmp) / f"{dtype}.gguf", weights, shape, dtype)
             for threads in thread_counts:
-                timed = llama.time_llama(path, threads, sizes=sizes)
+                try:
+                    timed = llama.time_llama(path, threads, sizes=sizes)
+                except RuntimeError as e:                     # llama.cpp crashed on this CPU: said, not fatal
+                    failed[f"llama.cpp-{label}@{threads}"] = str(e)
+                    print(f"llama.cpp {label} at {threads} thread(s) failed: {e}", flush=True)
+                    continue
                 build = timed["build"]
                 by_threads.setdefault(str(threads), {})[f"llama.cpp-{label}"] = {
                     "engine": "llama.cpp", "dtype": label, "threads": threads, "ar_step_ms": timed["ar_step_ms"],
                     "q_call_ms": {q: ms for q, ms in timed["q_call_ms"].items() if q != 1}}
-    data = {"machine": machine(), "shape": shape, "build": build, "by_threads": by_threads}
+    data = {"machine": machine(), "shape": shape, "build": build, "by_threads": by_threads, "failed": failed}
     save_json(out, data)
     return data
 
