@@ -52,6 +52,11 @@ def test_every_deployment_at_the_real_shape_decodes_lossless_frames(table):
     assert table["fastest_ar"] == fastest and table["speedup"] == pytest.approx(
         table["systems"][fastest]["frame_ms"] / table["systems"][table["fastest_spec"]]["frame_ms"])
     assert set(table["projected"]) == {"float32", "w8a8", "ort-w8a8"} and set(table["calls"]["w8a8"]["by_n"]) == {4, 8}
+    calls, f = table["calls"]["w8a8"], table["formula"]["w8a8"][8]              # Figure 4's formula, our calls
+    assert f["call_over_ar"] == pytest.approx(calls["by_n"][8]["call_ms"] / calls["ar_ms"])
+    assert f["speedup"] == pytest.approx(table["systems"]["spec8@w8a8"]["tokens_per_step"] / f["call_over_ar"])
+    load = table["machine"]["load"]                                  # the timing keeps its load, start and end
+    assert load["start"] >= 0 and load["end"] >= 0 and "load average" in format_full_size(table).splitlines()[0]
 
 
 def test_the_peers_stand_beside_our_loops(table):

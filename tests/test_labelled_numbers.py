@@ -31,6 +31,18 @@ def test_extensions_and_an_older_files_environment():
     assert machine_name({"cuda": "NVIDIA H200"}) == "NVIDIA H200" and machine_name(None) == "an unrecorded machine"
 
 
+def test_a_timing_names_its_load_and_says_where_other_work_slowed_it():
+    from helpers.measure.machine import load_average, timed_on
+
+    quiet = {"cpu_model": "X", "cores": 2, "threads": 1, "load": {"start": 0.2, "end": 0.9}}
+    assert measured_on(quiet) == "Measured on X (2 cores; no AVX2; no AMX), 1 thread, load average 0.20 to 0.90"
+    busy = {**quiet, "load": {"start": 0.2, "end": 1.3}}
+    assert measured_on(busy).endswith("load average 0.20 to 1.30 (over half of its 2 cores busy: other work slowed "
+                                      "these times)")
+    info = timed_on(load_average())
+    assert info["load"]["start"] >= 0 and info["load"]["end"] >= 0 and "load average" in measured_on(info)
+
+
 def test_a_latency_needs_its_machine_in_the_same_output_or_report_section():
     bare = ["AR call p50 0.911 ms", "| system | frame ms |\n|---|---|\n| ar | 17.6 |", "call_ms_p50: 2.27"]
     for text in bare:
@@ -94,3 +106,31 @@ def test_a_derived_or_inferred_value_is_never_called_the_papers():
             "| drafter | paper tokens/step |\n|---|---|\n| offsets | 2.47 |"]                 # Table 2 prints 2.47
     for text in good:
         assert label_problems(notebook(text), POINTS, derived) == [], text
+
+
+def test_the_papers_formula_is_never_called_measured():
+    """Figure 4's speedups are its formula, tokens/step / (1 + verify overhead): a notebook, report or README line
+    that calls one measured, or sets one beside a measured speedup of ours without saying so, is refused."""
+    from pathlib import Path
+
+    from helpers.artifacts import load_json
+    from helpers.report.nb08_report import legacy_keys_renamed, results_block, sections
+    from helpers.report.paper import kind_problems, paper_speedup
+
+    bad = ["| 0.6B shape: projected speedup | 1.27x projected | 2.13x measured (M3 Pro, N = 32) |",
+           "| whole frames (Measured on X) | 1.37x measured | 2.13x (M3 Pro; tokens/step / (1 + overhead)) |",
+           "The paper at N = 32: iPhone 17 Pro Max 2.34x; our measured speedup 0.90x."]
+    for text in bad:
+        assert len(kind_problems(text)) == 1, text
+        assert len(label_problems(notebook("Measured on X. " + text), POINTS)) == 1, text
+    good = f"| whole frames (Measured on X) | 1.37x measured | {paper_speedup()} |"
+    assert kind_problems(good) == [] and "2.13x by Figure 4's formula (M3 Pro, N = 32)" in good
+    assert kind_problems("12.13x measured; 2.130 tokens") == []              # not the paper's numbers
+    root = Path(__file__).resolve().parent.parent
+    reference = root / "outputs" / "mini-reference"
+    assert kind_problems(results_block(reference)) == []
+    report = sections(reference, legacy_keys_renamed(load_json(reference / "metrics.json")))     # report.md's text
+    assert kind_problems("\n".join(report)) == []
+    assert kind_problems((root / "README.md").read_text()) == []
+    for doc in sorted((root / "docs").glob("*.md")):
+        assert kind_problems(doc.read_text()) == [], doc.name

@@ -10,6 +10,8 @@ speculative loop per N, interleaved frame by frame on the same frames and unifor
     fastest_ar, fastest_spec (lossless only), speedup   frame p50 of the fastest AR over the fastest speculative loop
     calls      per deployment: the AR call and each N's verify call alone, p50 ms and overhead (`call_grid`)
     loop       per deployment: its AR frame over 15 of its AR calls (what the loop adds to its calls)
+    formula    Figure 4's formula on our own calls, per deployment and N: tokens/step / (verify call / AR call)
+               (`formula`), a formula beside the paper's, not a measurement
     model      a frame's time fitted on these frames, per deployment: per frame + rounds x (its call + round work)
                (`frame_model`), and its error on them
     projected  the paper's tokens/step through that model, labelled projected (`projected`)
@@ -18,6 +20,7 @@ speculative loop per N, interleaved frame by frame on the same frames and unifor
                the same shape and threads (`measure.peers.table.peers_block`); floors: the read floor of one AR step's
                weights per weight format, and the read measured; fastest_ar_any, speedup_any: the
                fastest AR frame of any engine (a peer's: 15 of its AR steps) over the fastest lossless speculative frame
+    machine    where, with the load average at the start and the end (`measure.machine.timed_on`)
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import numpy as np
 import torch
 
 from helpers.adapter.full_size import full_size
+from helpers.measure.machine import load_average, measured_on, timed_on
 from helpers.measure.deployments import DEPLOYMENTS, call_grid, deployed, deployment_frames, runnable
 from helpers.method.drafters import Drafter
 from helpers.method.kernels import fits
@@ -42,7 +46,7 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
     (default: every one this CPU runs), frames g [F, H_s], c0 [F], trees {N: SparseTree}. See the module docstring.
     paper_tokens_per_step {N: tokens/step}: the projection's numerators (default none); peers: time the engines a
     user would run instead beside them (`measure.peers.table`)."""
-    fs = full_size(talker)                       # the 0.6B code predictor's shape
+    fs, start = full_size(talker), load_average()          # the 0.6B code predictor's shape; the load before
     big = CodePredictor.from_talker(fs.talker)
     names = [n for n in (runnable() if names is None else names)
              if fits(DEPLOYMENTS[n][1], big.hidden_size, big.config.intermediate_size)]
@@ -74,7 +78,7 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
            "speedup": rows[fastest_ar]["frame_ms"] / rows[fastest_spec]["frame_ms"] if fastest_spec else None,
            "calls": {name: calls[name] for name in names},
            "loop": {name: rows[f"ar@{name}"]["frame_ms"] / (15 * calls[name]["ar_ms"]) for name in names},
-           "model": model}
+           "model": model, "formula": formula(rows, calls)}
     if paper_tokens_per_step:
         out["projected"] = projected(out, paper_tokens_per_step)
     if peers:
@@ -88,6 +92,22 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
         baselines.update({k: r["frame_ms"] for k, r in out["peers"].items()})
         out["fastest_ar_any"] = min(baselines, key=baselines.get)
         out["speedup_any"] = baselines[out["fastest_ar_any"]] / rows[fastest_spec]["frame_ms"] if fastest_spec else None
+    out["machine"] = timed_on(start)
+    return out
+
+
+def formula(rows: dict, calls: dict) -> dict:
+    """Figure 4's formula on our own calls, per deployment and N: the frames' tokens/step over the verify call's cost
+    in AR calls, each call timed alone (`call_grid`): {deployment: {N: {"tokens_per_step", "call_over_ar",
+    "speedup"}}}. A formula, like the paper's speedups: the whole frames measure the speedup."""
+    out = {}
+    for key, r in rows.items():
+        if r["n"]:
+            c = calls[r["deployment"]]
+            cost = c["by_n"][r["n"]]["call_ms"] / c["ar_ms"]
+            out.setdefault(r["deployment"], {})[r["n"]] = {"tokens_per_step": r["tokens_per_step"],
+                                                           "call_over_ar": cost,
+                                                           "speedup": r["tokens_per_step"] / cost}
     return out
 
 
@@ -151,7 +171,7 @@ def full_size_rows(table: dict) -> list[dict]:
 
 def format_full_size(table: dict) -> str:
     """The table as text (`make bench`), with the fastest loops and the model's error."""
-    lines = []
+    lines = [measured_on(table.get("machine")) + ", p50 ms per frame"]
     rows = full_size_rows(table)
     keys = list(rows[0])
     lines.append(" | ".join(keys))
@@ -161,10 +181,14 @@ def format_full_size(table: dict) -> str:
                  + (f"fastest lossless speculative {spec} {table['systems'][spec]['frame_ms']:.1f} ms: "
                     f"{table['speedup']:.2f}x" if spec else "no lossless speculative loop"))
     for name, m in table["model"].items():
-        lines.append(f"  {name}: per frame {m['frame_ms']:.1f} ms, a round {m['call_factor']:.2f} x its call + "
-                     f"{m['round_work_ms']:.2f} ms, in AR steps "
+        lines.append(f"  {name} frame model (fitted, not measured): per frame {m['frame_ms']:.1f} ms, a round "
+                     f"{m['call_factor']:.2f} x its call + {m['round_work_ms']:.2f} ms, a round in AR steps "
                      + ", ".join(f"N={n} {v:.2f}" for n, v in m["round_over_ar_step"].items() if n)
-                     + f"; model error at most {m['max_error']:.1%}")
+                     + f"; its error on these frames at most {m['max_error']:.1%}")
+    for name, by_n in table.get("formula", {}).items():
+        lines.append(f"  {name} by Figure 4's formula, tokens/step / (verify call / AR call): "
+                     + ", ".join(f"N={n} {f['tokens_per_step']:.2f} / {f['call_over_ar']:.3f} = {f['speedup']:.2f}x"
+                                 for n, f in by_n.items()))
     if "peers" in table:
         lines += format_peers(table)
     return "\n".join(lines)

@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from helpers.measure.machine import load_average, timed_on
 from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import frame_decoders, step_type
 from helpers.method.drafters import Drafter
@@ -171,10 +172,11 @@ def latency_metrics(predictor: CodePredictor, drafter: Drafter, trees: dict[int,
     profile_frames: the first frames profiled phase by phase (`profile.round_profile`), after the timed run.
     -> `latency_table`'s dict ({"ar", "official", "best_n", "by_n": {N: {call_ms_p50, call_ms_p10,
        call_ms_p90, overhead, tokens_per_step, realised_speedup, measured_speedup, ...}}}) plus "device"
-       (e.g. "cpu", "cuda:0 (NVIDIA H200)"), "cuda_graph", "frames" and "profile" (`profile.round_profile`:
+       (e.g. "cpu", "cuda:0 (NVIDIA H200)"), "cuda_graph", "frames", "machine" (`machine.timed_on`: with the load
+       average at the start and end) and "profile" (`profile.round_profile`:
        where the time of an AR step and of a round goes, on the same frames).
     """
-    device = predictor.device
+    device, start = predictor.device, load_average()
     sweep = call_sweep(predictor, drafter, trees, warmup, calls, cuda_graph=cuda_graph)
     u = frame_uniforms(torch.Generator().manual_seed(seed), predictor.num_codes, batch=g.shape[0], device=device)
     g, c0 = g.to(device), c0.to(device)
@@ -183,7 +185,7 @@ def latency_metrics(predictor: CodePredictor, drafter: Drafter, trees: dict[int,
     profile = round_profile(predictor, drafter, trees, g[:f], c0[:f], u[:f], sampler, seed=seed)
     name = str(device) + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
     return {"device": name, "cuda_graph": cuda_graph, "frames": g.shape[0], **latency_table(sweep, loop),
-            "profile": profile}
+            "profile": profile, "machine": timed_on(start)}
 
 
 def format_table(table: dict) -> str:

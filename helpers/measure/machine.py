@@ -2,6 +2,7 @@
 
     info = machine()                  # {"cpu_model", "cpu_flags", "cores", "threads", "cuda", "torch", ...}
     measured_on(info)                 # "Measured on AMD EPYC 9B14 (2 cores; AVX-512, bf16, VNNI; no AMX), 1 thread"
+    start = load_average(); ...; record["machine"] = timed_on(start)     # a timing keeps its load, start and end
 
 A measurement saved to a file keeps its `machine()` dict, so a notebook that reads it on another machine names the
 machine it came from, not the one it runs on. The notebook check (`helpers.experiment.run.notebook_check`) refuses a
@@ -67,9 +68,35 @@ def machine_name(info: dict | None) -> str:
     return f"{model} ({cores}{extensions(info.get('cpu_flags') or [])})"
 
 
+BUSY = 0.5          # a timing whose load average passed this share of the cores is said to be slowed by other work
+
+
+def load_average() -> float | None:
+    """The 1-minute load average now (processes running or waiting for a core), None where the OS has none."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
+def timed_on(start_load: float | None) -> dict:
+    """`machine()` of a timing that began at load average `start_load` (`load_average()` then), with "load":
+    {"start", "end"}: every timing record keeps both."""
+    return {**machine(), "load": {"start": start_load, "end": load_average()}}
+
+
+def load_words(info: dict | None) -> str:
+    """", load average 0.20 to 1.60 (over half of its 2 cores busy: ...)" for a record with "load", else ""."""
+    load = (info or {}).get("load") or {}
+    if load.get("start") is None or load.get("end") is None:
+        return ""
+    cores = info.get("cores") or 1
+    busy = max(load["start"], load["end"]) > BUSY * cores
+    return (f", load average {load['start']:.2f} to {load['end']:.2f}"
+            + (f" (over half of its {cores} cores busy: other work slowed these times)" if busy else ""))
+
+
 def measured_on(info: dict | None, where: str = "") -> str:
-    """"Measured on <machine>, <threads> thread(s)<where>": the label of every latency (`where`: e.g. ", read from
-    outputs/bench-reference/ (another machine than this run's)")."""
+    """"Measured on <machine>, <threads> thread(s), load average a to b<where>": the label of every latency
+    (`where`: e.g. ", read from outputs/bench-reference/ (another machine than this run's)"); the load where the
+    record kept it (`timed_on`), with a warning where it passed half the cores."""
     threads = (info or {}).get("threads")
     return (f"{LABEL} {machine_name(info)}" + (f", {threads} thread{'s' * (threads != 1)}" if threads else "")
-            + where)
+            + load_words(info) + where)

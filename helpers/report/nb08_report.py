@@ -33,7 +33,7 @@ from helpers.report.nb06_latency import (COLUMNS as LATENCY_COLUMNS, GPU_REFEREN
                                          call_cost, call_cost_sentence, exact_frames, figure4_report_lines,
                                          full_size_md, gpu_label, gpu_summary, load_gpu_reference,
                                          measured_against_realised, projection_at, tokens_label)
-from helpers.report.paper import DRAFTER_NAMES, PAPER, PAPER_DRAFTERS, ceiling_text
+from helpers.report.paper import DEVICE_SHORT, DRAFTER_NAMES, PAPER, PAPER_DRAFTERS, ceiling_text, paper_speedup
 from helpers.report.tables import markdown
 
 
@@ -348,12 +348,12 @@ def latency_lines(m: dict) -> list[str]:
             continue
         r = by_n[best]
         at32 = by_n.get("32")
-        paper = ", ".join(f"{name} {v['speedup_at_N32']:.2f}x (overhead {v['overhead_at_N32']:.3f})"
+        paper = ", ".join(f"{DEVICE_SHORT[name]} {v['speedup_at_N32']:.2f}x (overhead {v['overhead_at_N32']:.3f})"
                           for name, v in devices.items() if "speedup_at_N32" in v and "overhead_at_N32" in v)
         lines.append(f"- **Speed on {device}** ({measured_on(by_n.get('machine') or m.get('run', {}).get('machine'))}): best N = {best}, measured speedup {r['measured_speedup']:.2f}x "
                      f"(call overhead {r['overhead']:.2f} of an AR call)"
                      + (f"; at N = 32 the call costs {call_cost(at32['overhead']):.2f} AR calls" if at32 else "")
-                     + f". The paper at N = 32: {paper}. A round of t tokens/call at a call costing 1 + overhead AR "
+                     + f". The paper at N = 32, by Figure 4's formula: {paper}. A round of t tokens/call at a call costing 1 + overhead AR "
                      "calls gains t / (1 + overhead): tokens/step turn into speedup only where the wider call is "
                      "nearly free.")
     return lines
@@ -470,7 +470,7 @@ def _speed_rows(m: dict) -> list[dict]:
     for device, lat in m.get("latency", {}).items():
         at32 = lat.get("32")
         if at32 and at32.get("measured_speedup"):
-            rows.append(_row("measured speedup at N = 32", f"{m3['speedup_at_N32']:.2f}x (M3 Pro, ANE)",
+            rows.append(_row("measured speedup at N = 32", paper_speedup(),
                              f"{at32['measured_speedup']:.2f}x ({device}, {machine_name(lat.get('machine') or machine)})",
                              call_cost_sentence(at32, 32)))
         if lat.get("best_n") is not None:
@@ -484,7 +484,7 @@ def _speed_rows(m: dict) -> list[dict]:
         p = projection_at(f4["grid"], PAPER_N)
         base, _ = p["baseline"]
         rows.append(_row(f"0.6B shape: projected speedup at N = {p['n']}, against the fastest lossless AR call",
-                         f"{m3['speedup_at_N32']:.2f}x (M3 Pro, N = 32, measured)",
+                         paper_speedup(),
                          f"{p['rows'][p['best']]['over_fastest_exact_ar']:.2f}x projected ({p['best']} / {base}; "
                          f"{machine_name(f4.get('environment'))})",
                          f"{tokens_label(p)} over this CPU's measured call: a verify call of {p['n'] + 1} tokens "
@@ -544,8 +544,14 @@ def results_rows(m: dict) -> list[dict]:
                                f" / fastest AR loop of any deployment ({where})",
                      "this run": f"{fs['speedup']:.2f}x measured ({fs['fastest_spec']} / {fs['fastest_ar']}) at "
                                  f"{spec['tokens_per_step']:.2f} tokens/step",
-                     "paper (0.6B)": "{:.2f}x (M3 Pro; tokens/step / (1 + overhead))".format(
-                         PAPER["figure4_latency"]["devices"]["macbook_m3_pro"]["speedup_at_N32"])})
+                     "paper (0.6B)": "-"})
+        formula = fs.get("formula", {}).get(spec["deployment"], {}).get(str(spec["n"]))
+        if formula:
+            rows.append({"result": "the same deployment and N through Figure 4's formula on our own calls: tokens/step "
+                                   f"/ (verify call / AR call), each call timed alone ({where})",
+                         "this run": f"{formula['speedup']:.2f}x by the formula ({formula['tokens_per_step']:.2f} / "
+                                     f"{formula['call_over_ar']:.3f})",
+                         "paper (0.6B)": paper_speedup()})
         if fs.get("speedup_any"):
             peers = fs["peers"]
             best = fs["fastest_ar_any"]
@@ -560,8 +566,7 @@ def results_rows(m: dict) -> list[dict]:
             where = measured_on(lat.get("machine") or m["run"].get("machine"))
             rows.append({"result": f"miniature, measured speedup at the paper's N = 32 ({lat.get('dtype')}, eager; {where})",
                          "this run": f"{lat['32']['measured_speedup']:.2f}x at {lat['32']['tokens_per_step']:.2f} "
-                                     "tokens/step", "paper (0.6B)": "{:.2f}x (M3 Pro)".format(
-                             PAPER["figure4_latency"]["devices"]["macbook_m3_pro"]["speedup_at_N32"])})
+                                     "tokens/step", "paper (0.6B)": paper_speedup()})
     f4 = m.get("figure4_cpu")
     if f4:
         p = projection_at(f4["grid"], PAPER_N)
@@ -571,7 +576,7 @@ def results_rows(m: dict) -> list[dict]:
                                f"fastest lossless AR call of the same grid ({where})",
                      "this run": f"{best['over_fastest_exact_ar']:.2f}x projected ({p['best']} call / "
                                  f"{p['baseline'][0]} AR call)",
-                     "paper (0.6B)": f"{m3['speedup_at_N32']:.2f}x measured (M3 Pro, N = 32)"})
+                     "paper (0.6B)": paper_speedup()})
         by_n = {int(k): v for k, v in f4["grid"][p["best"]]["by_n"].items()}
         if 16 in by_n and 32 in by_n:
             rows.append({"result": f"0.6B shape: verify overhead at N = 16 / 32, {p['best']} ({where})",
@@ -592,7 +597,7 @@ def gpu_results_rows(gpu: dict) -> list[dict]:
              "this run": f"{s['real_verify_over_ar']:.2f} / {s['real_round_over_ar']:.2f}; {s['real_projected']:.2f}x "
                          f"({s['real_mode']}), {s['real_projected_vs_fastest']:.2f}x over the fastest AR call "
                          f"({s['real_fastest_ar_mode']})",
-             "paper (0.6B)": "{:.3f} verify (M3 Pro); {:.2f}x".format(1 + m3["overhead_at_N32"], m3["speedup_at_N32"])}]
+             "paper (0.6B)": "{:.3f} verify (M3 Pro); {}".format(1 + m3["overhead_at_N32"], paper_speedup())}]
 
 
 def results_block(run_dir: str | Path, gpu_reference: str | Path = GPU_REFERENCE) -> str:

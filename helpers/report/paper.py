@@ -5,11 +5,18 @@ values this project reads off them, each labelled with its provenance.
   tokens/step taken as the ceiling, which `paper_numbers.yaml` marks inferred (`ceiling_inferred`). A number that is
   not the paper's as printed says so ("inferred", "derived"), never plain "paper".
 - `paper_figure4`: the paper's devices, an overhead the paper does not print derived from its speedup and ceiling.
+- Every paper number has a kind (`KINDS`): measured (timed or counted by the paper: Table 2's tokens/step, Figure
+  4's call overheads), formula (Figure 4's speedups: its caption defines them as (tokens/step) / (1 + verify
+  overhead), no frame was timed) or inferred (read off another table: the ceiling at N = 32). `paper_speedup` writes
+  a Figure 4 speedup with its kind; `kind_problems` finds a text that calls one measured, or sets one beside a
+  measured speedup of ours without saying it is a formula.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import re
 
 import yaml
 
@@ -44,6 +51,35 @@ def ceiling_text(n: int) -> str:
     return f"{value:.2f}" + (" (inferred)" if source == "inferred" else "")
 
 
+KINDS = ("measured", "formula", "inferred")
+FIGURE4_FORMULA = "tokens/step / (1 + verify overhead)"      # Figure 4's caption: how its speedups are computed
+DEVICE_SHORT = {"iphone_17_pro_max": "iPhone 17 Pro Max", "macbook_m3_pro": "M3 Pro", "iphone_12": "iPhone 12"}
+
+
+def paper_speedup(device: str = "macbook_m3_pro", n: int = 32) -> str:
+    """A Figure 4 speedup with its kind: "2.13x by Figure 4's formula (M3 Pro, N = 32)"."""
+    value = float(PAPER["figure4_latency"]["devices"][device][f"speedup_at_N{n}"])
+    return f"{value:.2f}x by Figure 4's formula ({DEVICE_SHORT[device]}, N = {n})"
+
+
+def formula_speedups() -> set[str]:
+    """Figure 4's speedups as printed ("2.13x", ...): the paper's values of kind formula."""
+    return {f"{float(v):.2f}x" for d in PAPER["figure4_latency"]["devices"].values()
+            for k, v in d.items() if k.startswith("speedup_at_N")}
+
+
+def kind_problems(text: str) -> list[str]:
+    """Lines (a table row is one) that set a Figure 4 speedup beside the word "measured" (calling it measured, or
+    comparing it with a measured speedup) without the word "formula": one line each."""
+    values = formula_speedups()
+    problems = []
+    for line in text.splitlines():
+        found = [v for v in values if re.search(rf"(?<![\d.]){re.escape(v)}", line)]
+        if found and re.search(r"\bmeasured\b", line, re.I) and "formula" not in line.lower():
+            problems.append(f"the paper's {found[0]} (a formula) beside 'measured': {line.strip()[:100]!r}")
+    return problems
+
+
 PAPER_DEVICE_NAMES = {"iphone_17_pro_max": "iPhone 17 Pro Max (ANE, W8A16)", "macbook_m3_pro": "MacBook M3 Pro (ANE, W8A16)",
                       "iphone_12": "iPhone 12 (ANE, W8A16)"}
 
@@ -74,14 +110,15 @@ def paper_figure4(figure4: dict) -> dict:
 
 
 def paper_arithmetic(device_key: str = "macbook_m3_pro", n: int = 32) -> str:
-    """The paper's own numbers at N: its tokens/step over its call cost against the speedup it reports; the gap is
-    what a round costs beyond its call (the paper's per-round host overhead)."""
+    """Figure 4's formula run backwards on the paper's own numbers at N: speedup x (1 + verify overhead) is the
+    tokens/step its curve used, set against the ceiling this project reads for N."""
     d = PAPER["figure4_latency"]["devices"][device_key]
     tps = float(PAPER["figure4_latency"]["acceptance_ceiling"][n])
     cost, reported = 1 + d[f"overhead_at_N{n}"], d[f"speedup_at_N{n}"]
-    label = " (inferred)" if ceiling_provenance(n) == "inferred" else ""
-    return (f"on the M3 Pro, tokens/step {tps:.2f}{label} / {cost:.3f} = {tps / cost:.2f}x against the "
-            f"{reported:.2f}x it reports: a round costs a little more than its call there too")
+    label = " (inferred: Table 2's tokens/step)" if ceiling_provenance(n) == "inferred" else ""
+    return (f"on the {DEVICE_SHORT[device_key]}, Figure 4's {reported:.2f}x is its formula, {FIGURE4_FORMULA}: "
+            f"{reported:.2f} x {cost:.3f} = {reported * cost:.2f} tokens/step at N = {n}, against the ceiling "
+            f"{tps:.2f}{label}; no frame was timed")
 
 
 def derived_paper_values() -> dict[str, str | None]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from helpers.measure.machine import load_average, timed_on
 from helpers.experiment.stages import stages
 from helpers.experiment.run.backend_factory import backend, sampler
 from helpers.experiment.run.params import RunParams
@@ -37,9 +38,9 @@ def deployment_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.T
                           frame_sizes=(4, 8, 16), rounds: int = 60, warmup: int = 10, seed: int = 0,
                           compiled_sizes=()) -> dict:
     """-> {"calls": `call_grid` (every N of trees), "frames": `deployment_frames` (N in frame_sizes), "phases":
-    `call_phases` of the fastest speculative deployment whose calls run in torch (its N)}. g [F, H_talker], c0 [F]: real frames.
+    `call_phases` of the fastest speculative deployment whose calls run in torch (its N), "machine": `timed_on`}. g [F, H_talker], c0 [F]: real frames.
     compiled_sizes: N of the compiled (inductor) loops beside the eager ones, dense deployments only (~1 min each)."""
-    b = backend(P)
+    b, start = backend(P), load_average()
     drafter = stages.drafters(P).drafters[stages.main_drafter(P)]
     names = usable_deployments(b.predictor.hidden_size, b.predictor.config.intermediate_size)
     systems = deployed(b.model.talker, drafter, P.depth, names)
@@ -51,7 +52,8 @@ def deployment_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.T
                key=lambda k: frames["systems"][k]["frame_ms"])    # "spec<N>@<deployment>": phases are torch's
     n, name = int(spec.split("@")[0][4:]), spec.split("@")[1].removesuffix("+inductor")
     phases = {"deployment": name, "by_n": call_phases(systems[name][0], {n: trees[n]}, seed=seed)}
-    return {"calls": calls, "frames": frames, "phases": phases, "deployments": names, "left_out": left_out(names)}
+    return {"calls": calls, "frames": frames, "phases": phases, "deployments": names, "left_out": left_out(names),
+            "machine": timed_on(start)}
 
 
 FULL_SIZE_N = (4, 8, 16)             # small trees: where a verify call at the real shape costs about one AR call

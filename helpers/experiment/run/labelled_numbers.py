@@ -8,7 +8,9 @@
 - a **derived or inferred paper value** (a paper overhead computed from its speedup, the ceiling at N = 32 read off
   Table 2) says "derived" or "inferred" wherever "paper" is said of it;
 - a **paper tokens/step** at a tree size N the paper does not report is labelled "interpolated" or "extrapolated"
-  on the same line or table row (the paper reports its Figure 4 ceiling at N = 16, 32, 64 only).
+  on the same line or table row (the paper reports its Figure 4 ceiling at N = 16, 32, 64 only);
+- a **paper speedup** (Figure 4's, a formula) is never called measured, nor set beside a measured speedup without
+  the word "formula" on its line (`helpers.report.paper.kind_problems`).
 
     problems = label_problems(nb, paper_points={16, 32, 64})
 
@@ -21,6 +23,7 @@ import re
 
 from helpers.experiment.run.notebook_check import output_text
 from helpers.measure.machine import LABEL
+from helpers.report.paper import kind_problems
 
 MILLISECONDS = re.compile(r"(?<![A-Za-z])ms(?![A-Za-z])")          # "3 ms", "ms/frame", "frame ms", "call_ms_p50"
 DURATION = re.compile(r"\d\s?(?:s|sec|seconds?|min|minutes?)\b")       # "129 s", "7.4 min", "2 minutes"
@@ -105,10 +108,11 @@ def unlabelled_paper_values(text: str, paper_points: set[int]) -> list[str]:
     return bad
 
 
-def label_problems(nb, paper_points: set[int], derived: dict[str, str | None] | None = None) -> list[str]:
+def label_problems(nb, paper_points: set[int], derived: dict[str, str | None] | None = None,
+                   kinds: bool = True) -> list[str]:
     """Every unlabelled latency or duration, unlabelled paper value, derived value called the paper's (`derived`, as
-    `helpers.report.paper.derived_paper_values()` gives it) and timing figure whose caption names no machine of
-    an executed notebook `nb`, one line each."""
+    `helpers.report.paper.derived_paper_values()` gives it), paper formula called measured (`kinds`) and timing
+    figure whose caption names no machine of an executed notebook `nb`, one line each."""
     problems = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
@@ -122,6 +126,7 @@ def label_problems(nb, paper_points: set[int], derived: dict[str, str | None] | 
                 problems.append(f"cell {i}: a figure of timings ({timing[0]!r}) whose caption does not say "
                                 f"'{LABEL} <machine>'")
             text = output_text(output)
+            problems += [f"cell {i}: {p}" for p in (kind_problems(text) if kinds else [])]
             problems += [f"cell {i}: a derived or inferred value called the paper's, {b}"
                          for b in unlabelled_derived(text, derived or {})]
             if unlabelled_latency(text):
