@@ -35,8 +35,9 @@ def test_the_frame_model_recovers_a_frame_it_was_built_from():
 def table():
     pack = load_pack("outputs/gpu-pack", dtype=torch.float32)
     trees = {n: pack.trees[pack.main][n] for n in (4, 8)}
-    return full_size_frames(pack.talker, pack.drafters[pack.main], trees, pack.g[:2], pack.c0[:2], pack.sampler,
-                            names=["float32", "w8a8", "ort-w8a8"], call_rounds=3, paper_tokens_per_step={8: 2.0})
+    return full_size_frames(pack.talker, pack.drafters[pack.main], trees, pack.g[:3], pack.c0[:3], pack.sampler,
+                            names=["float32", "w8a8", "ort-w8a8"], call_rounds=3, paper_tokens_per_step={8: 2.0},
+                            frames=2, passes=2, identity_frames=3)
 
 
 def test_every_deployment_at_the_real_shape_decodes_lossless_frames(table):
@@ -48,10 +49,18 @@ def test_every_deployment_at_the_real_shape_decodes_lossless_frames(table):
         assert s["frames"] == 2 and s["frame_ms"] > 0 and (s["n"] == 0) == name.startswith("ar@")
         assert s["lossless"] and s["identical"] == 2                 # w8a8 too: one int8 scale per row
         assert (s["tokens_per_step"] == 1.0) if s["n"] == 0 else 1.0 < s["tokens_per_step"] <= 15.0
+    for s in table["systems"].values():                            # two interleaved passes, their median
+        assert len(s["passes_ms"]) == 2 and s["frame_ms"] == pytest.approx(sum(s["passes_ms"]) / 2)
     fastest = min((k for k in table["systems"] if k.startswith("ar@")), key=lambda k: table["systems"][k]["frame_ms"])
     assert table["fastest_ar"] == fastest and table["speedup"] == pytest.approx(
         table["systems"][fastest]["frame_ms"] / table["systems"][table["fastest_spec"]]["frame_ms"])
     assert set(table["projected"]) == {"float32", "w8a8", "ort-w8a8"} and set(table["calls"]["w8a8"]["by_n"]) == {4, 8}
+    spec, ar = (table["systems"][table[k]]["passes_ms"] for k in ("fastest_spec", "fastest_ar"))
+    spread = table["spread"]                                        # the headline per pass, its median and range
+    assert spread["passes"] == pytest.approx([a / s for a, s in zip(ar, spec)])
+    assert spread["min"] <= spread["median"] <= spread["max"] and len(spread["passes"]) == 2
+    ident = table["identity"]                                       # counted apart, on one more frame than timed
+    assert ident == {"system": table["fastest_spec"], "frames": 3, "identical": 3}
     calls, f = table["calls"]["w8a8"], table["formula"]["w8a8"][8]              # Figure 4's formula, our calls
     assert f["call_over_ar"] == pytest.approx(calls["by_n"][8]["call_ms"] / calls["ar_ms"])
     assert f["speedup"] == pytest.approx(table["systems"]["spec8@w8a8"]["tokens_per_step"] / f["call_over_ar"])

@@ -99,8 +99,10 @@ def test_the_committed_gpu_reference_reads_as_it_says():
     assert sentence.startswith(f"Measured on {gpu['device']}")
     assert s["real_projected_vs_fastest"] <= s["real_projected"] + 1e-12      # never flattered by a slow AR call
     for value in (s["real_verify_over_ar"], s["real_round_over_ar"], s["real_projected"], s["speedup"], s["ceiling"],
-                  s["real_projected_vs_fastest"]):
+                  s["real_projected_vs_fastest"], s["real_formula"]):
         assert f"{value:.2f}" in sentence
+    assert s["real_formula"] == pytest.approx(s["paper_tokens_per_step"] / s["real_verify_over_ar"])   # like with like
+    assert "Figure 4's formula on these calls" in sentence and "2.13x by Figure 4's formula" in sentence
     assert ("no faster than" in sentence) == (s["speedup"] <= 1.0)
     exact = load_gpu_reference(Path(ROOT / "outputs" / "gpu-reference" / "exact_float64.json"))
     assert exact["exact"]["dtype"] == "float64" and {"cuda_graph", "inductor_graph"} <= {

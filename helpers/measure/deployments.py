@@ -210,6 +210,19 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
 
 
 @torch.no_grad()
+@torch.no_grad()
+def identical_frames(predictor: CodePredictor, drafter: Drafter, tree: SparseTree, g: torch.Tensor, c0: torch.Tensor,
+                     u: torch.Tensor, sampler: SamplerConfig = SamplerConfig()) -> int:
+    """Frames (g [F, H_talker], c0 [F], u [F, 15]) whose speculative codes with `tree` equal the AR codes of the same
+    deployment, decoded one frame at a time as the timed loops decode them, untimed."""
+    ar, spec = frame_decoders(predictor, drafter, {0: tree}, sampler)
+    same = 0
+    for j in range(g.shape[0]):
+        gj, cj, uj = g[j:j + 1].to(predictor.dtype), c0[j:j + 1], u[j:j + 1]
+        same += int(torch.equal(ar.decode_frame(gj, cj, uj).codes, spec[0].decode_frame(gj, cj, uj).codes))
+    return same
+
+
 def call_phases(predictor: CodePredictor, trees: dict[int, SparseTree], warmup: int = 5,
                 rounds: int = 30, t: int = 1, seed: int = 0) -> dict:
     """Where one fused call's time goes (q = 1 and each tree): its projections alone (the same laid-out linears on

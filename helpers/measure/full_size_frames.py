@@ -5,9 +5,13 @@ speculative loop per N, interleaved frame by frame on the same frames and unifor
     full_size_frames(talker, drafter, trees, g, c0, sampler) -> the table `metrics.json` keeps under "full_size":
 
     shape      the code predictor's sizes (its vocabulary is the miniature's)
-    systems    {name: {deployment, n (0: AR), frame_ms (p50), tokens_per_step, frames, identical, lossless}}:
-               identical counts the frames equal to that deployment's own AR frames, lossless = all of them
+    systems    {name: {deployment, n (0: AR), frame_ms (median of the passes' p50), passes_ms (each pass's p50),
+               tokens_per_step, frames, identical, lossless}}: identical counts the timed frames equal to that
+               deployment's own AR frames, lossless = all of them
     fastest_ar, fastest_spec (lossless only), speedup   frame p50 of the fastest AR over the fastest speculative loop
+    spread     that ratio in each interleaved pass of the same frames, its median and range (`spread`)
+    identity   the fastest speculative loop counted against its AR loop on more frames, untimed: {system, frames,
+               identical}
     calls      per deployment: the AR call and each N's verify call alone, p50 ms and overhead (`call_grid`)
     loop       per deployment: its AR frame over 15 of its AR calls (what the loop adds to its calls)
     formula    Figure 4's formula on our own calls, per deployment and N: tokens/step / (verify call / AR call)
@@ -30,7 +34,8 @@ import torch
 
 from helpers.adapter.full_size import full_size
 from helpers.measure.machine import load_average, measured_on, timed_on
-from helpers.measure.deployments import DEPLOYMENTS, call_grid, deployed, deployment_frames, runnable
+from helpers.measure.deployments import (DEPLOYMENTS, call_grid, deployed, deployment_frames, identical_frames,
+                                         runnable)
 from helpers.method.drafters import Drafter
 from helpers.method.kernels import fits
 from helpers.method.predictor import CodePredictor
@@ -41,33 +46,40 @@ from helpers.method.tree import SparseTree
 def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int, SparseTree], g: torch.Tensor,
                      c0: torch.Tensor, sampler: SamplerConfig = SamplerConfig(), names=None, warmup_frames: int = 1,
                      call_rounds: int = 20, seed: int = 0, paper_tokens_per_step: dict | None = None,
-                     peers: bool = True) -> dict:
+                     peers: bool = True, frames: int | None = None, passes: int = 3, identity_frames: int = 0) -> dict:
     """The miniature `talker` (official, its trained `drafter`) at the 0.6B shape, every deployment in `names`
-    (default: every one this CPU runs), frames g [F, H_s], c0 [F], trees {N: SparseTree}. See the module docstring.
-    paper_tokens_per_step {N: tokens/step}: the projection's numerators (default none); peers: time the engines a
-    user would run instead beside them (`measure.peers.table`)."""
+    (default: every one this CPU runs), real frames g [F, H_s], c0 [F], trees {N: SparseTree}. See the module
+    docstring. The first `frames` frames (default all) are timed in `passes` interleaved passes; the headline's
+    speculative loop is counted against its AR loop on the first `identity_frames` frames (untimed; 0: the timed
+    frames only). paper_tokens_per_step {N: tokens/step}: the projection's numerators (default none); peers: time
+    the engines a user would run instead beside them (`measure.peers.table`)."""
     fs, start = full_size(talker), load_average()          # the 0.6B code predictor's shape; the load before
     big = CodePredictor.from_talker(fs.talker)
     names = [n for n in (runnable() if names is None else names)
              if fits(DEPLOYMENTS[n][1], big.hidden_size, big.config.intermediate_size)]
     systems = deployed(fs.talker, fs.drafter(drafter, big), drafter.depth, names)
+    frames = g.shape[0] if frames is None else min(frames, g.shape[0])
     u = frame_uniforms(torch.Generator().manual_seed(seed), 15, batch=g.shape[0])
-    result = deployment_frames(systems, trees, fs.lift(g), c0, u, sampler, official=False,
-                               warmup_frames=warmup_frames, seed=seed, samples=True)
+    lifted = fs.lift(g)
+    results = [deployment_frames(systems, trees, lifted[:frames], c0[:frames], u[:frames], sampler, official=False,
+                                 warmup_frames=warmup_frames, seed=seed, samples=True) for _ in range(passes)]
     calls = call_grid(systems, trees, warmup=3, rounds=call_rounds, seed=seed)
-    frames = g.shape[0]
+    first = results[0]
     rows = {}
     for name in names:
         for n in [0, *trees]:
             key = f"ar@{name}" if n == 0 else f"spec{n}@{name}"
-            same = frames if n == 0 else result["identical"][name]["spec"][n]
-            rows[key] = {"deployment": name, "n": n, "frame_ms": result["systems"][key]["frame_ms"],
-                         "tokens_per_step": result["systems"][key]["tokens_per_step"], "frames": frames,
+            same = frames if n == 0 else first["identical"][name]["spec"][n]
+            per_pass = [r["systems"][key]["frame_ms"] for r in results]
+            rows[key] = {"deployment": name, "n": n, "frame_ms": float(np.median(per_pass)), "passes_ms": per_pass,
+                         "tokens_per_step": first["systems"][key]["tokens_per_step"], "frames": frames,
                          "identical": same, "lossless": same == frames}
     fastest_ar = min((k for k, r in rows.items() if r["n"] == 0), key=lambda k: rows[k]["frame_ms"])
     lossless = [k for k, r in rows.items() if r["n"] and r["lossless"]]
     fastest_spec = min(lossless, key=lambda k: rows[k]["frame_ms"]) if lossless else None
-    model = {name: frame_model(result["samples"], name, calls[name]) for name in names}
+    samples = {key: {f: sum((r["samples"][key][f] for r in results), []) for f in ("ms", "calls")}
+               for key in first["samples"]}
+    model = {name: frame_model(samples, name, calls[name]) for name in names}
     cfg = fs.talker.code_predictor.config
     shape = {"hidden_size": cfg.hidden_size, "num_layers": cfg.num_hidden_layers, "num_heads": cfg.num_attention_heads,
              "num_kv_heads": cfg.num_key_value_heads, "head_dim": cfg.head_dim,
@@ -76,9 +88,15 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
            "scale": fs.scale, "frames": frames, "systems": rows, "fastest_ar": fastest_ar,
            "fastest_spec": fastest_spec,
            "speedup": rows[fastest_ar]["frame_ms"] / rows[fastest_spec]["frame_ms"] if fastest_spec else None,
+           "spread": spread(rows, fastest_ar, fastest_spec),
            "calls": {name: calls[name] for name in names},
            "loop": {name: rows[f"ar@{name}"]["frame_ms"] / (15 * calls[name]["ar_ms"]) for name in names},
            "model": model, "formula": formula(rows, calls)}
+    if fastest_spec:
+        spec, count = rows[fastest_spec], max(identity_frames, frames)
+        same = identical_frames(*systems[spec["deployment"]], trees[spec["n"]], lifted[:count], c0[:count],
+                                u[:count], sampler) if count > frames else spec["identical"]
+        out["identity"] = {"system": fastest_spec, "frames": min(count, g.shape[0]), "identical": same}
     if paper_tokens_per_step:
         out["projected"] = projected(out, paper_tokens_per_step)
     if peers:
@@ -94,6 +112,15 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
         out["speedup_any"] = baselines[out["fastest_ar_any"]] / rows[fastest_spec]["frame_ms"] if fastest_spec else None
     out["machine"] = timed_on(start)
     return out
+
+
+def spread(rows: dict, ar: str, spec: str | None) -> dict | None:
+    """The headline per interleaved pass: {"passes": [AR p50 / speculative p50 of each pass], "median", "min",
+    "max"} (None without a speculative loop)."""
+    if spec is None:
+        return None
+    ratios = [a / s for a, s in zip(rows[ar]["passes_ms"], rows[spec]["passes_ms"])]
+    return {"passes": ratios, "median": float(np.median(ratios)), "min": min(ratios), "max": max(ratios)}
 
 
 def formula(rows: dict, calls: dict) -> dict:
@@ -179,7 +206,7 @@ def format_full_size(table: dict) -> str:
     spec = table["fastest_spec"]
     lines.append(f"fastest AR {table['fastest_ar']} {table['systems'][table['fastest_ar']]['frame_ms']:.1f} ms; "
                  + (f"fastest lossless speculative {spec} {table['systems'][spec]['frame_ms']:.1f} ms: "
-                    f"{table['speedup']:.2f}x" if spec else "no lossless speculative loop"))
+                    f"{table['speedup']:.2f}x" + spread_words(table) if spec else "no lossless speculative loop"))
     for name, m in table["model"].items():
         lines.append(f"  {name} frame model (fitted, not measured): per frame {m['frame_ms']:.1f} ms, a round "
                      f"{m['call_factor']:.2f} x its call + {m['round_work_ms']:.2f} ms, a round in AR steps "
@@ -192,6 +219,19 @@ def format_full_size(table: dict) -> str:
     if "peers" in table:
         lines += format_peers(table)
     return "\n".join(lines)
+
+
+def spread_words(table: dict) -> str:
+    """" (3 interleaved passes: 1.30x, 1.37x, 1.40x, median 1.37x, range 1.30-1.40x); spec8@w8a8 equal to its AR
+    frames on 100 of 100 frames, counted apart" from a table's spread and identity ("" where it has neither)."""
+    out, s, ident = "", table.get("spread"), table.get("identity")
+    if s:
+        out += (f" ({len(s['passes'])} interleaved passes: " + ", ".join(f"{r:.2f}x" for r in s["passes"])
+                + f"; median {s['median']:.2f}x, range {s['min']:.2f}-{s['max']:.2f}x)")
+    if ident:
+        out += (f"; {ident['system']} equal to its AR frames on {ident['identical']} of {ident['frames']} frames, "
+                "counted apart from the timing")
+    return out
 
 
 def format_peers(table: dict) -> list[str]:

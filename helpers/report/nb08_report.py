@@ -22,7 +22,7 @@ from pathlib import Path
 from statistics import mean
 
 from helpers.artifacts import atomic_write, load_json
-from helpers.measure.full_size_frames import full_size_rows
+from helpers.measure.full_size_frames import full_size_rows, spread_words
 from helpers.measure.machine import machine_name, measured_on
 from helpers.method.diagnostics import share_closed
 from helpers.method.drafters import OFFSET_KINDS
@@ -543,7 +543,7 @@ def results_rows(m: dict) -> list[dict]:
         rows.append({"result": f"miniature at the real code predictor's size, whole frames: fastest lossless speculative"
                                f" / fastest AR loop of any deployment ({where})",
                      "this run": f"{fs['speedup']:.2f}x measured ({fs['fastest_spec']} / {fs['fastest_ar']}) at "
-                                 f"{spec['tokens_per_step']:.2f} tokens/step",
+                                 f"{spec['tokens_per_step']:.2f} tokens/step{spread_words(fs)}",
                      "paper (0.6B)": "-"})
         formula = fs.get("formula", {}).get(spec["deployment"], {}).get(str(spec["n"]))
         if formula:
