@@ -207,3 +207,12 @@ def test_the_coreml_rows_and_metrics_hold_every_package():
     assert coreml_metrics(report, "Linux", 8) == {"ar_fp16": {"size_mb": 1.5, "q": 1, "max_abs_err": None},
                                                  "fused_n8_w8a16": {"size_mb": 0.8, "q": 9, "max_abs_err": {"x": 0.1}},
                                                  "system": "Linux", "tree_size": 8}
+
+
+def test_a_one_seed_wer_and_a_silent_asr_are_said_under_table_3():
+    from helpers.report.nb08_report import wer_caveats
+
+    text = wer_caveats({"en": {"wer_ar_per_seed": [0.91], "wer_codec": 0.90},
+                        "de": {"wer_ar_per_seed": [], "wer_codec": None}})[1]
+    assert "WER in en comes from one seed" in text and "carry no signal** for en:" in text and "for en, de" not in text
+    assert wer_caveats({"de": {"wer_ar_per_seed": [0.2, 0.3], "wer_codec": 0.3}}) == []

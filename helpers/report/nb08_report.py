@@ -28,7 +28,7 @@ from helpers.method.diagnostics import share_closed
 from helpers.method.drafters import OFFSET_KINDS
 from helpers.report.nb03_tree import IDEAL_REFERENCE
 from helpers.report.nb04_decoding import lossless_lines, main_drafter_line, table2_row
-from helpers.report.nb05_quality import mean_present, parity_gap, parity_lines
+from helpers.report.nb05_quality import mean_present, parity_gap, parity_lines, silent_wer_sentence
 from helpers.report.nb06_latency import (COLUMNS as LATENCY_COLUMNS, GPU_REFERENCE, PAPER_N, best_n_sentence,
                                          call_cost, call_cost_sentence, exact_frames, figure4_report_lines,
                                          full_size_md, gpu_label, gpu_summary, load_gpu_reference,
@@ -115,7 +115,7 @@ def sections(run_dir: Path, m: dict) -> list[str]:
                 "backend's phoneme recogniser (truth: the original audio; codec: its ground-truth codes decoded); WER "
                 "where the backend has an ASR (the paper: CER for ja and zh), from the first seed where PER scores the "
                 "language; n/a where it has neither. Parity p: Bonferroni-adjusted, per code position, AR vs speculative "
-                "runs (`run_parity`).", *parity_lines(m.get("parity")), ""]
+                "runs (`run_parity`).", *wer_caveats(m["languages"]), *parity_lines(m.get("parity")), ""]
     if "tree" in m:
         rows = [{"N": int(n), "expected tokens/step": r.get("expected_tokens_per_step"),
                  "measured tokens/step": r.get("measured_tokens_per_step"), "paper ceiling": ceiling_text(int(n))}
@@ -148,6 +148,16 @@ def sections(run_dir: Path, m: dict) -> list[str]:
     if figures:
         out += ["## Figures", ""] + [f"![{f.stem}](figures/{f.name})" for f in figures] + [""]
     return out
+
+
+def wer_caveats(languages: dict) -> list[str]:
+    """What a WER of Table 3 can say: the languages scored from one seed (a single draw, no spread) and those whose
+    ASR reads not even the codec round trip (`silent_wer_sentence`)."""
+    one = [lang for lang, r in languages.items() if len(r.get("wer_ar_per_seed") or []) == 1]
+    silent = silent_wer_sentence(languages, list(languages))
+    lines = [f"WER in {', '.join(one)} comes from one seed: a single draw, with no spread to set a difference "
+             "against." if one else None, silent]
+    return ["", " ".join(x for x in lines if x)] if any(lines) else []
 
 
 def _speed_lines(by_n: dict) -> list[str]:
@@ -327,6 +337,15 @@ def headline_lines(m: dict) -> list[str]:
         lines.append(f"- Speed, the miniature's whole frames ({where}): the fastest speculative loop "
                      f"({dep['fastest_spec']}) is {dep['ratios']['spec_over_ar']:.2f}x the fastest AR loop "
                      f"({dep['fastest_ar']}).")
+    fs = m.get("full_size")
+    if fs and fs.get("fastest_spec"):
+        spec = fs["systems"][fs["fastest_spec"]]
+        lines.append(f"- Speed at the real code predictor's size ({measured_on(fs.get('machine') or machine)}): the "
+                     f"fastest lossless speculative loop ({fs['fastest_spec']}, {spec['tokens_per_step']:.2f} "
+                     f"tokens/step) is {fs['speedup']:.2f}x the fastest AR loop of any deployment ({fs['fastest_ar']})"
+                     f"{spread_words(fs)}"
+                     + (f"; against the fastest AR loop of any engine ({fs['fastest_ar_any']}) {fs['speedup_any']:.2f}x"
+                        if fs.get("speedup_any") else "") + ".")
     for device, by_n in m.get("latency", {}).items():
         at32 = by_n.get("32")
         if at32 and at32.get("measured_speedup"):
@@ -479,6 +498,16 @@ def _speed_rows(m: dict) -> list[dict]:
             rows.append(_row("best N", "32 (iPhone 17 Pro Max, M3 Pro), 16 (iPhone 12)",
                              f"{lat['best_n']} ({best['measured_speedup']:.2f}x)",
                              best_n_sentence(by_n, lat["best_n"])))
+    fs = m.get("full_size")
+    if fs and fs.get("fastest_spec"):
+        spec = fs["systems"][fs["fastest_spec"]]
+        rows.append(_row("whole frames at the real code predictor's size: fastest lossless speculative / fastest AR "
+                         "loop", "- (the paper times no whole frame; its speedups are Figure 4's formula)",
+                         f"{fs['speedup']:.2f}x measured ({fs['fastest_spec']} / {fs['fastest_ar']}; "
+                         f"{machine_name(fs.get('machine') or machine)})",
+                         f"{spec['tokens_per_step']:.2f} tokens/step, the miniature's codec's cap, against the "
+                         "paper's 2.47; the frames are real, the weights the trained miniature's embedded at the real "
+                         "shape, on a CPU rather than the Neural Engine"))
     f4 = m.get("figure4_cpu")
     if f4:
         p = projection_at(f4["grid"], PAPER_N)
