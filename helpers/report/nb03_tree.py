@@ -165,7 +165,7 @@ def margin_md(drafter: str, size: int, tree, table, margin: dict) -> str:
     table [K, m] the tree was built from)."""
     (weakest, p_weak), (out_path, p_out) = margin["weakest"], margin["best_left_out"]
     text = (f"The {drafter} tree for N = {size} has depth {tree.max_depth} ("
-            + ", ".join(f"{n} nodes at depth {d}" for d, n in enumerate(margin["per_depth"], start=1))
+            + ", ".join(f"{n} node{'s' * (n != 1)} at depth {d}" for d, n in enumerate(margin["per_depth"], start=1))
             + f"). Its weakest node {weakest} has path product {p_weak:.4f}; the best node left out, {out_path} at "
             f"depth {len(out_path)}, has {p_out:.4f}")
     if margin["best_deeper"]:

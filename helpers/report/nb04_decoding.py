@@ -17,7 +17,8 @@ def table2_row(kind: str, added_params, tokens_per_step, expected, tree_size) ->
 
 def main_drafter_line(choice: dict) -> str:
     """The main drafter and why (metrics' `main_drafter`: `stages.main_drafter_choice`), in one sentence."""
-    return f"Main drafter (Table 3, losslessness, WER): **{choice['name']}**: {choice['why']}."
+    return (f"Main drafter (Table 3, losslessness, WER), chosen among the offset variants, the paper's method (the "
+            f"other drafters are its baselines): **{choice['name']}**: {choice['why']}.")
 
 
 def lossless_lines(lo: dict, talker_dtype: str | None = None) -> list[str]:

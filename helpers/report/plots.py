@@ -160,7 +160,8 @@ def tree_drawing(tree: SparseTree, title: str = ""):
         ax.annotate("root" if i == 0 else str(int(tree.rank[i])), (tree.depth_list[i], y[i]), ha="center",
                     va="center", fontsize=7, color="white", zorder=3)
     ax.set(xticks=range(tree.max_depth + 1), xticklabels=["c_t"] + [f"+{d}" for d in range(1, tree.max_depth + 1)],
-           yticks=[], title=title or f"Draft tree, N = {tree.size} (labels: draft rank)")
+           yticks=[], xlabel="draft depth (codebook positions past the last committed code c_t)",
+           ylabel="nodes (depth-first)", title=title or f"Draft tree, N = {tree.size} (labels: draft rank)")
     ax.grid(False)
     return fig
 
@@ -196,7 +197,7 @@ def tokens_vs_tree_size(expected: dict[str, dict[int, float]], measured: dict[st
             shift = 1 + 0.06 * (i - (count - 1) / 2)          # side by side on the log axis: none hides another
             ax.plot([n * shift for n in mn], [measured[name][n] for n in mn], marker=markers[i % len(markers)],
                     mfc="none", ls="-", color=f"C{i}", label=f"{name}: measured (evaluation frames)")
-    ax.set(xscale="log", ylabel="tokens per call", title="Tokens/step vs tree size")
+    ax.set(xscale="log", ylabel="tokens/step (codes per call)", title="Tokens/step vs tree size")
     ns = sorted(next(iter(expected.values())))
     ax.set_xlabel(tree_size_label(len(readable_ticks(ax, ns, prefer=powers_of_two(ns))) < len(ns)))
     ax.axhline(1.0, color="0.5", lw=0.8)
