@@ -260,8 +260,8 @@ def deployments_md(dep: dict, hidden_size: int, frames_sentence: str) -> str:
                        for n, r in dep["phases"]["by_n"].items())
     return (frames_sentence + f" At this shape (hidden {hidden_size}) the projections are {shares} "
             f"({dep['phases']['deployment']}, the phases above); the rest (attention, norms, RoPE, copies, each a "
-            "small operation with its own fixed cost) does not depend on the kernel. The next cell shows the 0.6B "
-            "shape.")
+            "small operation with its own fixed cost) does not depend on the kernel. The sections below take the "
+            "same deployments to the real code predictor's size, then to the 0.6B shape.")
 
 
 def figure4_md(real: dict, where: str, m3: dict) -> str:
@@ -459,7 +459,8 @@ def frames_sentence(frames: dict) -> str:
             f"loop **{e['fastest_spec']}**: {e['spec_over_ar']:.2f}x the fastest lossless AR loop.")
     if e["inexact_spec"]:
         name, ratio = e["inexact_spec"]
-        text += f" Apart, a frame differing from its AR frame: {name} at {ratio:.2f}x that same AR loop."
+        text += (f" Apart, a loop with a frame differing from its own AR frame: {name} at {ratio:.2f}x the fastest "
+                 f"lossless AR loop ({e['fastest_ar']}).")
     return text + " " + identical_sentence(frames)
 
 
