@@ -154,14 +154,14 @@ def fastest_exact_ar(grid: dict) -> tuple[str, float]:
 
 def speedups(tokens_per_step: float, call: dict, fastest_exact_ar_ms: float) -> tuple[float, float]:
     """The projection of one call ({"call_ms", "overhead"}) with `tokens_per_step`: (over its own AR call,
-    over the fastest exact AR call of its grid). The one place both ratios are computed."""
+    over the fastest AR call of its grid). The one place both ratios are computed."""
     return (tokens_per_step / (1 + call["overhead"]), tokens_per_step * fastest_exact_ar_ms / call["call_ms"])
 
 
 def projection_at(grid: dict, n: int = PAPER_N) -> dict:
     """The projected speedup at N for every deployment of `grid` ({name: {"ar_ms", "by_n": {N: {"call_ms",
     "overhead"}}}}) that has N, with the paper's tokens/step at N:
-    {"n", "tokens_per_step", "source" ("paper" | "inferred"), "baseline": (name, ms) the fastest exact AR call,
+    {"n", "tokens_per_step", "source" ("paper" | "inferred"), "baseline": (name, ms) the fastest AR call of the grid,
      "rows": {name: {"call_ms", "over_own_ar", "over_fastest_exact_ar"}}, "best": the deployment with the largest
      over_fastest_exact_ar}. Raises where the paper gives no tokens/step at N."""
     source = ceiling_provenance(n)
@@ -265,7 +265,7 @@ def deployments_md(dep: dict, hidden_size: int, frames_sentence: str) -> str:
 
 
 def figure4_md(real: dict, where: str, m3: dict) -> str:
-    """The 0.6B shape in words: the projection at the paper's N against the fastest lossless AR call of the grid
+    """The 0.6B shape in words: the projection at the paper's N against the fastest AR call of the grid
     (`projection_at`), the overheads of that deployment beside the M3 Pro's, the call's phases in ms and in AR calls
     (compute-bound or not, from the numbers),."""
     p = projection_at(real, PAPER_N)
@@ -324,7 +324,7 @@ def projected(grid: dict, tokens_per_step: dict[int, float] | None = None) -> di
 def figure4_rows(grid: dict, device: str, tokens_per_step: dict[int, float] | None = None) -> list[dict]:
     """Figure 4 as a table: the paper's devices (as reported), then each deployment on `device`: AR call ms, overhead
     at N = 16 and 32, projected speedup at N = 32 and at its best N of the paper's 16, 32, 64 (paper tokens/step), and its best against
-    the fastest exact AR call of the grid; with `tokens_per_step` (the miniature's measured curve), also its best N
+    the fastest AR call of the grid; with `tokens_per_step` (the miniature's measured curve), also its best N
     and speedup with that numerator (paper rows: "-"). A paper overhead the paper does not print (ceiling / speedup
     - 1) says "(derived)"; a projection at N = 32 uses the inferred ceiling and says "(inferred)"."""
     paper = paper_figure4(PAPER["figure4_latency"])
@@ -335,7 +335,7 @@ def figure4_rows(grid: dict, device: str, tokens_per_step: dict[int, float] | No
         rows.append({"device": PAPER_DEVICE_NAMES.get(key, key), "AR call ms": d["ar_call_ms"],
                      "overhead N=16": _paper_overhead(dev, 16), "overhead N=32": _paper_overhead(dev, 32),
                      "speedup N=32": _fmt(dev["speedup"].get(32), "x"),
-                     "best N (speedup)": f"{best} ({dev['speedup'][best]:.2f}x)", "best N vs fastest exact AR": "-",
+                     "best N (speedup)": f"{best} ({dev['speedup'][best]:.2f}x)", "best N vs the grid's fastest AR call": "-",
                      **({"best N (miniature's tokens/step)": "-"} if tokens_per_step else {}),
                      "source": "paper (speedups: Figure 4's formula)"})
     for name, d in projected(grid, tokens_per_step).items():
@@ -345,7 +345,7 @@ def figure4_rows(grid: dict, device: str, tokens_per_step: dict[int, float] | No
                      "speedup N=32": _fmt(_at(r, 32, "paper_speedup"), "x") + _inferred(32, _at(r, 32, "paper_speedup")),
                      "best N (speedup)": (f"{d['best_n']} ({d['best_speedup']:.2f}x)" + _inferred(d["best_n"], 1))
                      if d["best_n"] else "-",
-                     "best N vs fastest exact AR": _best(r, "paper_vs_fastest_ar") + _inferred(
+                     "best N vs the grid's fastest AR call": _best(r, "paper_vs_fastest_ar") + _inferred(
                          _argmax(r, "paper_vs_fastest_ar"), 1),
                      **({"best N (miniature's tokens/step)": _best(r, "mini_speedup")} if tokens_per_step else {}),
                      "source": "measured overhead x paper tokens/step"})
@@ -481,7 +481,7 @@ def figure4_report_lines(m: dict) -> list[str]:
         out += ["## Figure 4 for a CPU, at the 0.6B shape", "",
                 measured_on(f4.get("environment"), f" (`make bench`, {f4['source']})") + ": p50 of the fused call "
                 "(drafts, attention and heads included) at the exact shape of the 0.6B code predictor, random weights.",
-                "", markdown(figure4_rows(f4["grid"], "measured")), "",
+                "", markdown(figure4_rows(f4["grid"], "this CPU, projected")), "",
                 "Projected speedup: the paper's tokens/step (where the paper gives it: N = "
                 + ", ".join(f"{n}{' (inferred)' if ceiling_provenance(n) == 'inferred' else ''}" for n in paper_points())
                 + ") / (1 + overhead), since acceptance does not depend on the device (the paper's Sec. 3.4); "

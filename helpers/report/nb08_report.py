@@ -512,14 +512,14 @@ def _speed_rows(m: dict) -> list[dict]:
     if f4:
         p = projection_at(f4["grid"], PAPER_N)
         base, _ = p["baseline"]
-        rows.append(_row(f"0.6B shape: projected speedup at N = {p['n']}, against the fastest lossless AR call",
+        rows.append(_row(f"0.6B shape: projected speedup at N = {p['n']}, against the fastest AR call of the grid",
                          paper_speedup(),
                          f"{p['rows'][p['best']]['over_fastest_exact_ar']:.2f}x projected ({p['best']} / {base}; "
                          f"{machine_name(f4.get('environment'))})",
                          f"{tokens_label(p)} over this CPU's measured call: a verify call of {p['n'] + 1} tokens "
                          f"costs {p['rows'][p['best']]['call_ms'] / f4['grid'][p['best']]['ar_ms']:.2f} of its own "
                          f"AR calls here, {1 + m3['overhead_at_N32']:.3f} on the M3 Pro's Neural Engine; the "
-                         "lossless AR baseline is the grid's fastest"))
+                         "AR baseline is the grid's fastest AR call"))
     return rows
 
 
@@ -602,7 +602,7 @@ def results_rows(m: dict) -> list[dict]:
         where, best = measured_on(f4.get("environment")), p["rows"][p["best"]]
         m3 = PAPER["figure4_latency"]["devices"]["macbook_m3_pro"]
         rows.append({"result": f"0.6B shape: projected speedup at N = {p['n']} ({tokens_label(p)}), against the "
-                               f"fastest lossless AR call of the same grid ({where})",
+                               f"fastest AR call of the same grid ({where})",
                      "this run": f"{best['over_fastest_exact_ar']:.2f}x projected ({p['best']} call / "
                                  f"{p['baseline'][0]} AR call)",
                      "paper (0.6B)": paper_speedup()})
