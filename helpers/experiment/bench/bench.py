@@ -42,7 +42,7 @@ from helpers.measure.full_size_frames import format_full_size
 from helpers.method.predictor import CodePredictor
 from helpers.measure.kernel_counts import format_kernel_counts, kernel_counts
 from helpers.measure.latency import SIZES, format_table, latency_metrics
-from helpers.measure.machine import machine
+from helpers.measure.machine import load_average, machine, timed_on
 from helpers.measure.profile import format_profile
 from helpers.method.calibration import greedy_tree
 from helpers.method.compiler import COMPILE_MODES
@@ -174,9 +174,9 @@ def engines(P, trees, g, c0, thread_counts) -> dict:
 def real_shape(rounds: int, out: str) -> dict:
     """Figure 4 for this CPU at the 0.6B shape (`measure.deployments.real_shape_grid`), printed and saved to `out`."""
     print(f"Figure 4 at the 0.6B shape, every deployment, {rounds} rounds (minutes) ...", flush=True)
-    start = time.perf_counter()
+    start, load = time.perf_counter(), load_average()
     real = real_shape_grid(rounds=rounds)
-    real["environment"] = machine()
+    real["environment"] = timed_on(load)                 # with the load average at its start and end
     real["seconds"] = time.perf_counter() - start
     print(format_grid(real))
     print(format_phases(real["phases"]))

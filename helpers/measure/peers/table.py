@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from helpers.measure.floor import read_floor, row_flops
-from helpers.measure.machine import machine
+from helpers.measure.machine import load_average, machine, timed_on
 from helpers.method.stack import FusedCore
 from helpers.method.tree import SparseTree
 
@@ -72,7 +72,7 @@ def measure_llama(predictor, thread_counts, sizes=(1, 5, 9, 17), out: Path = LLA
         import llama_cpp  # noqa: F401
     except ImportError:
         return None
-    shape, weights = llama.code_predictor_shape(predictor), llama.code_predictor_weights(predictor)
+    shape, weights, load = llama.code_predictor_shape(predictor), llama.code_predictor_weights(predictor), load_average()
     by_threads, build, failed = {}, None, {}
     with tempfile.TemporaryDirectory() as tmp:
         for dtype, label in (("q8_0", "Q8_0"), ("bf16", "BF16")):
@@ -88,7 +88,7 @@ def measure_llama(predictor, thread_counts, sizes=(1, 5, 9, 17), out: Path = LLA
                 by_threads.setdefault(str(threads), {})[f"llama.cpp-{label}"] = {
                     "engine": "llama.cpp", "dtype": label, "threads": threads, "ar_step_ms": timed["ar_step_ms"],
                     "q_call_ms": {q: ms for q, ms in timed["q_call_ms"].items() if q != 1}}
-    data = {"machine": machine(), "shape": shape, "build": build, "by_threads": by_threads, "failed": failed}
+    data = {"machine": timed_on(load), "shape": shape, "build": build, "by_threads": by_threads, "failed": failed}
     save_json(out, data)
     return data
 
