@@ -60,10 +60,11 @@ def missing_packages() -> list[str]:
 def projection(ar_ms: float, round_ms: float, tokens_per_step: float, num_codes: int = 15) -> dict:
     """Projected whole-frame speedup of speculation over AR from one AR call and one round: AR = 15 calls, the
     speculative frame = the prefill (an AR call) + (15 / tokens_per_step - 1) rounds."""
-    rounds = num_codes / tokens_per_step - 1
+    from helpers.measure.speedup import formula, frame_speedup
+
     return {"tokens_per_step": tokens_per_step, "round_over_ar": round_ms / ar_ms,
-            "per_call": tokens_per_step * ar_ms / round_ms,
-            "frame": num_codes * ar_ms / (ar_ms + rounds * round_ms)}
+            "per_call": formula(tokens_per_step, round_ms / ar_ms),
+            "frame": frame_speedup(tokens_per_step, round_ms / ar_ms, num_codes)}
 
 
 def mini_part(args, device, modes, out: dict, save) -> None:

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers.experiment.run.process import process_settings  # noqa: E402
 from helpers.method.compiler import COMPILE_MODES  # noqa: E402
+from helpers.measure.speedup import formula  # noqa: E402
 from helpers.method.calibration import REFERENCE_TABLE, expected_tokens_per_step, greedy_tree  # noqa: E402
 from helpers.method.predictor import CodePredictor  # noqa: E402
 from helpers.method.drafters import PositionOffsets  # noqa: E402
@@ -104,7 +105,7 @@ def main(argv=None) -> dict:
         sweep = call_sweep(predictor, drafter, trees, args.warmup, args.iters, cuda_graph=graphs)
         table = latency_table(sweep, tokens_per_step=expected)
         for n, row in table["by_n"].items():
-            row["realised_at_paper_ceiling"] = (PAPER_CEILING[n] / (1 + row["overhead"])
+            row["realised_at_paper_ceiling"] = (formula(PAPER_CEILING[n], 1 + row["overhead"])
                                                 if n in PAPER_CEILING else None)
         print(f"\n[{label}] tokens/step from a reference acceptance table (not this random model)")
         print(format_table(table))

@@ -103,3 +103,12 @@ def test_best_projected_takes_the_largest_speedup_and_counts_none_as_zero():
     proj = {"bf16": {"best_speedup": 0.8}, "w8a16": {"best_speedup": 1.1}, "fp32": {"best_speedup": None}}
     assert best_projected(proj) == "w8a16"
     assert best_projected({"fp32": {"best_speedup": None}, "bf16": {"best_speedup": 0.2}}) == "bf16"
+
+
+def test_the_speedup_arithmetic_is_written_once():
+    """Figure 4's formula and the frame projection, by hand: the paper's M3 Pro and a round of 1.55 AR calls."""
+    from helpers.measure.speedup import formula, frame_speedup
+
+    assert formula(2.47, 1.136) == pytest.approx(2.47 / 1.136)
+    assert frame_speedup(2.47, 1.55) == pytest.approx(15 / (1 + (15 / 2.47 - 1) * 1.55))
+    assert frame_speedup(1.0, 1.0) == pytest.approx(1.0) and frame_speedup(15.0, 3.0) == pytest.approx(15.0)

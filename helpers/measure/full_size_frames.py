@@ -34,6 +34,7 @@ import torch
 
 from helpers.adapter.full_size import full_size
 from helpers.measure.machine import load_average, measured_on, timed_on
+from helpers.measure.speedup import formula as speedup_formula
 from helpers.measure.deployments import (DEPLOYMENTS, call_grid, deployed, deployment_frames, identical_frames,
                                          runnable)
 from helpers.method.drafters import Drafter
@@ -134,7 +135,7 @@ def formula(rows: dict, calls: dict) -> dict:
             cost = c["by_n"][r["n"]]["call_ms"] / c["ar_ms"]
             out.setdefault(r["deployment"], {})[r["n"]] = {"tokens_per_step": r["tokens_per_step"],
                                                            "call_over_ar": cost,
-                                                           "speedup": r["tokens_per_step"] / cost}
+                                                           "speedup": speedup_formula(r["tokens_per_step"], cost)}
     return out
 
 

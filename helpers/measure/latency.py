@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from helpers.measure.machine import load_average, timed_on
+from helpers.measure.speedup import formula
 from helpers.method.predictor import CodePredictor
 from helpers.method.decoding import frame_decoders, step_type
 from helpers.method.drafters import Drafter
@@ -142,7 +143,7 @@ def latency_table(sweep: dict, loop: dict | None = None, tokens_per_step: dict[i
     for n, row in sweep["trees"].items():
         tps = loop["trees"][n]["tokens_per_step"] if loop else (tokens_per_step or {}).get(n)
         r = {"q": row["q"], **ms(row["call"]), "overhead": row["overhead"], "tokens_per_step": tps,
-             "realised_speedup": tps / (1.0 + row["overhead"]) if tps else None}
+             "realised_speedup": formula(tps, 1.0 + row["overhead"]) if tps else None}
         if loop:
             m = loop["trees"][n]
             r.update(frame_ms=m["frame_ms"], measured_speedup=m["measured_speedup"],

@@ -31,6 +31,7 @@ import numpy as np
 from helpers.measure.deployments import DEPLOYMENTS
 from helpers.measure.full_size_frames import spread_words
 from helpers.measure.machine import measured_on
+from helpers.measure.speedup import formula, frame_speedup
 from helpers.report.paper import (PAPER, PAPER_DEVICE_NAMES, PAPER_N, ceiling_provenance, ceiling_text,
                                   paper_arithmetic, paper_figure4, paper_points, paper_speedup,
                                   paper_tokens_per_step)
@@ -75,7 +76,7 @@ def verify_bound(round_row: dict, tokens_per_step: float, cheap_below: float = C
        free drafts and free round work (sampling, walk, commit, query), None without tokens_per_step}."""
     verify = 1 / round_row["ratio_verify_only"]
     return {"verify": verify, "cheap": verify < cheap_below,
-            "bound": tokens_per_step / verify if tokens_per_step is not None else None}
+            "bound": formula(tokens_per_step, verify) if tokens_per_step is not None else None}
 
 
 FLAT = 0.05        # speedups within this of the best are "about the same": no single N stands out
@@ -155,7 +156,8 @@ def fastest_exact_ar(grid: dict) -> tuple[str, float]:
 def speedups(tokens_per_step: float, call: dict, fastest_exact_ar_ms: float) -> tuple[float, float]:
     """The projection of one call ({"call_ms", "overhead"}) with `tokens_per_step`: (over its own AR call,
     over the fastest AR call of its grid). The one place both ratios are computed."""
-    return (tokens_per_step / (1 + call["overhead"]), tokens_per_step * fastest_exact_ar_ms / call["call_ms"])
+    return (formula(tokens_per_step, 1 + call["overhead"]),
+            formula(tokens_per_step, call["call_ms"] / fastest_exact_ar_ms))
 
 
 def projection_at(grid: dict, n: int = PAPER_N) -> dict:
@@ -646,8 +648,7 @@ def gpu_round_rows(data: dict) -> list[dict]:
 def against_fastest(projection: dict, ar_ms: float, round_ms: float, fastest_ar_ms: float, codes: int = 15) -> float:
     """A mode's projected frame (its prefill, an AR call, plus 15 / tokens-per-step - 1 rounds) against a frame of 15
     calls of the fastest AR call of any mode: the ratio that does not flatter a mode with a slow AR call."""
-    rounds = codes / projection["tokens_per_step"] - 1
-    return codes * fastest_ar_ms / (ar_ms + rounds * round_ms)
+    return fastest_ar_ms / ar_ms * frame_speedup(projection["tokens_per_step"], round_ms / ar_ms, codes)
 
 
 def gpu_summary(data: dict) -> dict:
@@ -671,13 +672,13 @@ def gpu_summary(data: dict) -> dict:
     return {"speedup": side["ratios"][spec][ar], "fastest_spec": spec, "fastest_ar": ar, "tokens_per_step": tps,
             "mini_mode": mode, "mini_n": int(n), "mini_verify_over_ar": mini_verify,
             "mini_round_over_ar": mp["round_ms"] / mini_parts[mode]["ar_call_ms"],
-            "ceiling": tps / mini_verify, "real_mode": best, "real_verify_over_ar": r32["verify_ms"] / real[best][
+            "ceiling": formula(tps, mini_verify), "real_mode": best, "real_verify_over_ar": r32["verify_ms"] / real[best][
                 "ar_call_ms"], "real_round_over_ar": r32["round_over_ar"],
             "real_projected": p32["frame"], "real_fastest_ar_mode": fastest_ar,
             "real_projected_vs_fastest": against_fastest(p32, real[best]["ar_call_ms"], r32["round_ms"],
                                                          real[fastest_ar]["ar_call_ms"]),
             "paper_tokens_per_step": p32["tokens_per_step"],
-            "real_formula": p32["tokens_per_step"] * real[best]["ar_call_ms"] / r32["verify_ms"]}
+            "real_formula": formula(p32["tokens_per_step"], r32["verify_ms"] / real[best]["ar_call_ms"])}
 
 
 def _key(d: dict, n: int):
