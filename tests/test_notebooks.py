@@ -248,5 +248,8 @@ def test_make_bench_runs_on_the_smoke_runs_stages(smoke_run, smoke_cache):
     full = data["full_size"]
     assert full["frames"] == 1 and full["shape"]["hidden_size"] == 1024
     assert all(s["lossless"] for s in full["systems"].values()), full["systems"]
+    ident = full["identity"]                               # every speculative loop counted apart, on more frames
+    assert set(ident["identical"]) == {k for k in full["systems"] if not k.startswith("ar@")}
+    assert ident["frames"] > full["frames"] and all(v == ident["frames"] for v in ident["identical"].values())
     assert f"fastest AR {full['fastest_ar']}" in bench.stdout and "side by side" in bench.stdout
     assert data["deployments"]["frames"]["frames"] == 2 and data["side_by_side"]["frames"] == 2

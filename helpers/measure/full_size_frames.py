@@ -10,8 +10,8 @@ speculative loop per N, interleaved frame by frame on the same frames and unifor
                deployment's own AR frames, lossless = all of them
     fastest_ar, fastest_spec (lossless only), speedup   frame p50 of the fastest AR over the fastest speculative loop
     spread     that ratio in each interleaved pass of the same frames, its median and range (`spread`)
-    identity   the fastest speculative loop counted against its AR loop on more frames, untimed: {system, frames,
-               identical}
+    identity   speculative loops counted against their AR loops on more frames, untimed: {frames, identical:
+               {system: frames equal}}, the fastest speculative loop always, every one with identity_all
     calls      per deployment: the AR call and each N's verify call alone, p50 ms and overhead (`call_grid`)
     loop       per deployment: its AR frame over 15 of its AR calls (what the loop adds to its calls)
     formula    Figure 4's formula on our own calls, per deployment and N: tokens/step / (verify call / AR call)
@@ -47,12 +47,13 @@ from helpers.method.tree import SparseTree
 def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int, SparseTree], g: torch.Tensor,
                      c0: torch.Tensor, sampler: SamplerConfig = SamplerConfig(), names=None, warmup_frames: int = 1,
                      call_rounds: int = 20, seed: int = 0, paper_tokens_per_step: dict | None = None,
-                     peers: bool = True, frames: int | None = None, passes: int = 3, identity_frames: int = 0) -> dict:
+                     peers: bool = True, frames: int | None = None, passes: int = 3, identity_frames: int = 0,
+                     identity_all: bool = False) -> dict:
     """The miniature `talker` (official, its trained `drafter`) at the 0.6B shape, every deployment in `names`
     (default: every one this CPU runs), real frames g [F, H_s], c0 [F], trees {N: SparseTree}. See the module
     docstring. The first `frames` frames (default all) are timed in `passes` interleaved passes; the headline's
-    speculative loop is counted against its AR loop on the first `identity_frames` frames (untimed; 0: the timed
-    frames only). paper_tokens_per_step {N: tokens/step}: the projection's numerators (default none); peers: time
+    speculative loop (every speculative loop with `identity_all`) is counted against its AR loop on the first
+    `identity_frames` frames (untimed; 0: the timed frames only). paper_tokens_per_step {N: tokens/step}: the projection's numerators (default none); peers: time
     the engines a user would run instead beside them (`measure.peers.table`)."""
     fs, start = full_size(talker), load_average()          # the 0.6B code predictor's shape; the load before
     big = CodePredictor.from_talker(fs.talker)
@@ -93,11 +94,11 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
            "calls": {name: calls[name] for name in names},
            "loop": {name: rows[f"ar@{name}"]["frame_ms"] / (15 * calls[name]["ar_ms"]) for name in names},
            "model": model, "formula": formula(rows, calls)}
-    if fastest_spec:
-        spec, count = rows[fastest_spec], max(identity_frames, frames)
-        same = identical_frames(*systems[spec["deployment"]], trees[spec["n"]], lifted[:count], c0[:count],
-                                u[:count], sampler) if count > frames else spec["identical"]
-        out["identity"] = {"system": fastest_spec, "frames": min(count, g.shape[0]), "identical": same}
+    count = min(max(identity_frames, frames), g.shape[0])
+    counted = [k for k, r in rows.items() if r["n"] and (identity_all or k == fastest_spec)]
+    out["identity"] = {"frames": count, "identical": {
+        k: identical_frames(*systems[rows[k]["deployment"]], trees[rows[k]["n"]], lifted[:count], c0[:count],
+                            u[:count], sampler) if count > frames else rows[k]["identical"] for k in counted}}
     if paper_tokens_per_step:
         out["projected"] = projected(out, paper_tokens_per_step)
     if peers:
@@ -217,6 +218,10 @@ def format_full_size(table: dict) -> str:
         lines.append(f"  {name} by Figure 4's formula, tokens/step / (verify call / AR call): "
                      + ", ".join(f"N={n} {f['tokens_per_step']:.2f} / {f['call_over_ar']:.3f} = {f['speedup']:.2f}x"
                                  for n, f in by_n.items()))
+    ident = table.get("identity") or {"identical": {}}
+    if ident["identical"]:
+        lines.append(f"equal to their own AR frames on {ident['frames']} frames, counted apart from the timing: "
+                     + ", ".join(f"{k} {v}" for k, v in ident["identical"].items()))
     if "peers" in table:
         lines += format_peers(table)
     return "\n".join(lines)
@@ -225,12 +230,12 @@ def format_full_size(table: dict) -> str:
 def spread_words(table: dict) -> str:
     """" (3 interleaved passes: 1.30x, 1.37x, 1.40x, median 1.37x, range 1.30-1.40x); spec8@w8a8 equal to its AR
     frames on 100 of 100 frames, counted apart" from a table's spread and identity ("" where it has neither)."""
-    out, s, ident = "", table.get("spread"), table.get("identity")
+    out, s, ident, spec = "", table.get("spread"), table.get("identity"), table.get("fastest_spec")
     if s:
         out += (f" ({len(s['passes'])} interleaved passes: " + ", ".join(f"{r:.2f}x" for r in s["passes"])
                 + f"; median {s['median']:.2f}x, range {s['min']:.2f}-{s['max']:.2f}x)")
-    if ident:
-        out += (f"; {ident['system']} equal to its AR frames on {ident['identical']} of {ident['frames']} frames, "
+    if ident and spec in ident["identical"]:
+        out += (f"; {spec} equal to its AR frames on {ident['identical'][spec]} of {ident['frames']} frames, "
                 "counted apart from the timing")
     return out
 

@@ -152,7 +152,9 @@ def main(argv=None) -> dict:
 
 def engines(P, trees, g, c0, thread_counts) -> dict:
     """The engines table at each thread count: llama.cpp first (where `make peers` installed it), then the full-size
-    frames of every deployment with the peers beside them (`measure.full_size_frames`), printed. -> {threads: table}"""
+    frames of every deployment with the peers beside them (`measure.full_size_frames`; at the first thread count every
+    speculative loop counted against its AR loop on `P.full_size_identity_frames` frames), printed.
+    -> {threads: table}"""
     from helpers.experiment.run.backend_factory import backend
     from helpers.measure.peers.table import measure_llama
 
@@ -166,7 +168,7 @@ def engines(P, trees, g, c0, thread_counts) -> dict:
         torch.set_num_threads(threads)
         print(f"the miniature at the real code predictor's size, {threads} thread(s): every deployment, "
               f"{P.full_size_frames} whole frames, the peers beside (minutes) ...", flush=True)
-        out[threads] = full_size_comparison(P, trees, g, c0)
+        out[threads] = full_size_comparison(P, trees, g, c0, identity_all=threads == thread_counts[0])
         print(format_full_size(out[threads]))
     return out
 

@@ -60,11 +60,12 @@ FULL_SIZE_N = (4, 8, 16)             # small trees: where a verify call at the r
 
 
 @torch.no_grad()
-def full_size_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.Tensor, c0: torch.Tensor) -> dict:
+def full_size_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.Tensor, c0: torch.Tensor,
+                         identity_all: bool = False) -> dict:
     """The run's miniature at the real code predictor's size, every CPU deployment, whole frames
     (`measure.full_size_frames`: the table `metrics.json` keeps under "full_size"): the first `P.full_size_frames`
     of the real frames g [F, H_talker], c0 [F] timed in `P.full_size_passes` passes, the headline counted on the
-    first `P.full_size_identity_frames`, the trees of FULL_SIZE_N among `trees`, the run's main drafter; the
+    first `P.full_size_identity_frames` (every speculative loop with `identity_all`), the trees of FULL_SIZE_N among `trees`, the run's main drafter; the
     paper's tokens/step (Figure 4's ceiling) projected through the frame model fitted on them."""
     from helpers.measure.full_size_frames import full_size_frames
     from helpers.report.paper import PAPER
@@ -76,4 +77,4 @@ def full_size_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.Te
                             g[:keep], c0[:keep], sampler(P), names=names, seed=P.seed,
                             paper_tokens_per_step=PAPER["figure4_latency"]["acceptance_ceiling"],
                             frames=P.full_size_frames, passes=P.full_size_passes,
-                            identity_frames=P.full_size_identity_frames)
+                            identity_frames=P.full_size_identity_frames, identity_all=identity_all)
