@@ -9,7 +9,8 @@ import torch
 from drafting import TREES
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from helpers.measure.deployments import (DEPLOYMENTS, call_grid, call_phases, deployed,
-                                         deployment_frames, format_frames, format_grid, format_phases, runnable)
+                                         deployment_frames, format_frames, format_grid, format_phases, runnable,
+                                         spread_text)
 from helpers.method.kernels import unsupported
 from helpers.method.drafters import make_drafter
 from helpers.method.stack import FusedCore
@@ -70,7 +71,7 @@ def test_whole_frames_of_every_deployment_count_tokens_and_identical_frames(talk
     g, c0 = random_frame_inputs(SPEC.talker_hidden_size, SPEC.talker_vocab_size, frames,
                                 torch.Generator().manual_seed(0), torch.float32)
     u = frame_uniforms(torch.Generator().manual_seed(1), batch=frames)
-    out = deployment_frames(systems, {4: TREES["sparse4"]}, g, c0, u, warmup_frames=1)
+    out = deployment_frames(systems, {4: TREES["sparse4"]}, g, c0, u, warmup_frames=1, passes=2)
     assert set(out["systems"]) == {"official@float32", "official@bfloat16", "ar@float32", "spec4@float32",
                                    "ar@bfloat16", "spec4@bfloat16"} | (
         {"ar@bfloat16-prepacked", "spec4@bfloat16-prepacked"} if prepacked else set())
@@ -83,6 +84,12 @@ def test_whole_frames_of_every_deployment_count_tokens_and_identical_frames(talk
     assert out["ratios"]["spec_over_ar"] == pytest.approx(out["systems"][out["fastest_ar"]]["frame_ms"]
                                                           / out["systems"][fastest]["frame_ms"])
     assert fastest in format_frames(out)
+    for r in out["systems"].values():                               # two passes over the same frames, their median
+        assert len(r["passes_ms"]) == 2 and r["frame_ms"] == pytest.approx(sum(r["passes_ms"]) / 2)
+    s = out["spread"]
+    assert s["passes"] == pytest.approx([a / b for a, b in zip(out["systems"][out["fastest_ar"]]["passes_ms"],
+                                                                out["systems"][fastest]["passes_ms"])])
+    assert "2 interleaved passes" in spread_text(s) and spread_text({**s, "passes": s["passes"][:1]}) == ""
 
 
 def test_a_calls_phases_add_up(talker):

@@ -118,18 +118,20 @@ def call_grid(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int
 def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int, SparseTree],
                       g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, sampler: SamplerConfig = SamplerConfig(),
                       official: bool = True, warmup_frames: int = 2, seed: int = 0, compiled_sizes=(),
-                      samples: bool = False) -> dict:
-    """Whole frames of every deployment, interleaved: g [F, H_talker], c0 [F], u [F, 15] (any dtype; cast per system).
+                      samples: bool = False, passes: int = 1) -> dict:
+    """Whole frames of every deployment, interleaved: g [F, H_talker], c0 [F], u [F, 15] (any dtype; cast per system),
+    in `passes` passes over the same frames (codes and calls counted in the first).
 
     Systems "official@<dtype>" (once per dtype), "ar@<deployment>", "spec<N>@<deployment>"; with `compiled_sizes`,
     for the dense deployments also the compiled loops (`method.decoding`, inductor) "ar@<deployment>+inductor" and
     "spec<N>@<deployment>+inductor" (compiled on a first frame, booked apart as "compile_s").
-    -> {"frames", "systems": {name: {"frame_ms" (p50), "tokens_per_step"}}, "identical": {deployment: {"spec": {N:
+    -> {"frames", "systems": {name: {"frame_ms" (median of the passes' p50), "passes_ms" (each pass's p50),
+        "tokens_per_step"}}, "identical": {deployment: {"spec": {N:
         frames equal to its own AR frames}, "ar_vs_dense": its AR frames equal to its dtype's dense AR loop's}},
         "fastest_ar",
         "fastest_spec", "official": fastest official, "ratios": {"ar_over_official", "spec_over_ar",
-        "spec_over_official"} (how many times faster)}; with `samples`, also "samples": {name: {"ms": [...], "calls":
-        [...]}}, every timed frame's wall time and model calls (our loops)"""
+        "spec_over_official"} (how many times faster), "spread": `spread` of spec_over_ar}; with `samples`, also
+        "samples": {name: {"ms": [...], "calls": [...]}}, every timed frame's wall time and model calls (our loops)"""
     from helpers.method.decoding import Decoder
 
     ars, decoders, compiled, compile_s = {}, {}, {}, {}
@@ -167,20 +169,25 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
                 out[f"official@{dt}"] = lambda p=predictor, gi=gi, ci=c0[j:j + 1]: official_generate(p, gi, ci, sampler)
         return out
 
-    times, calls, per_frame = {}, {}, {}
+    times, calls, per_frame, by_pass = {}, {}, {}, {}
     device = next(iter(systems.values()))[0].device
-    for _, out, seconds in interleaved(g.shape[0], runs_of, warmup_frames, seed, device_sync(device)):
-        for key, s in seconds.items():
-            times.setdefault(key, []).append(s)
-            if not key.startswith("official"):
-                calls[key] = calls.get(key, 0) + out[key].calls
-                per_frame.setdefault(key, []).append(out[key].calls)
-                codes.setdefault(key, []).append(out[key].codes)
+    for p in range(passes):
+        this_pass = {}
+        for _, out, seconds in interleaved(g.shape[0], runs_of, warmup_frames, seed + p, device_sync(device)):
+            for key, s in seconds.items():
+                times.setdefault(key, []).append(s)
+                this_pass.setdefault(key, []).append(s)
+                if p == 0 and not key.startswith("official"):
+                    calls[key] = calls.get(key, 0) + out[key].calls
+                    per_frame.setdefault(key, []).append(out[key].calls)
+                    codes.setdefault(key, []).append(out[key].codes)
+        for key, ts in this_pass.items():
+            by_pass.setdefault(key, []).append(float(np.median(ts)) * 1e3)
     num_codes = next(iter(systems.values()))[0].num_codes
-    rows = {key: {"frame_ms": float(np.median(ts)) * 1e3,
-                  "tokens_per_step": num_codes * len(ts) / calls[key] if key in calls else None,
+    rows = {key: {"frame_ms": float(np.median(by_pass[key])), "passes_ms": by_pass[key],
+                  "tokens_per_step": num_codes * len(per_frame[key]) / calls[key] if key in calls else None,
                   **({"compile_s": compile_s[key]} if key in compile_s else {})}
-            for key, ts in times.items()}
+            for key in times}
     def same(a, b):
         return int((torch.cat(codes[a]) == torch.cat(codes[b])).all(dim=1).sum())
 
@@ -203,13 +210,31 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
         ratios.update(ar_over_official=ms[best_official] / ms[best_ar],
                       spec_over_official=ms[best_official] / ms[best_spec])
     result = {"frames": g.shape[0], "systems": rows, "identical": identical, "fastest_ar": best_ar,
-              "fastest_spec": best_spec, "official": best_official, "ratios": ratios}
+              "fastest_spec": best_spec, "official": best_official, "ratios": ratios,
+              "spread": spread(rows, best_ar, best_spec)}
     if samples:
-        result["samples"] = {k: {"ms": [t * 1e3 for t in times[k]], "calls": per_frame[k]} for k in per_frame}
+        result["samples"] = {k: {"ms": [t * 1e3 for t in times[k]], "calls": per_frame[k] * passes} for k in per_frame}
     return result
 
 
-@torch.no_grad()
+def spread(rows: dict, ar: str | None, spec: str | None) -> dict | None:
+    """AR p50 / speculative p50 in each interleaved pass (rows: {name: {"passes_ms"}}): {"passes", "median", "min",
+    "max"}; None without both loops."""
+    if ar is None or spec is None:
+        return None
+    ratios = [a / s for a, s in zip(rows[ar]["passes_ms"], rows[spec]["passes_ms"])]
+    return {"passes": ratios, "median": float(np.median(ratios)), "min": min(ratios), "max": max(ratios)}
+
+
+def spread_text(s: dict | None) -> str:
+    """" (3 interleaved passes: 1.30x, 1.37x, 1.40x; median 1.37x, range 1.30-1.40x)" of a `spread`, "" for None or
+    one pass."""
+    if not s or len(s["passes"]) < 2:
+        return ""
+    return (f" ({len(s['passes'])} interleaved passes: " + ", ".join(f"{r:.2f}x" for r in s["passes"])
+            + f"; median {s['median']:.2f}x, range {s['min']:.2f}-{s['max']:.2f}x)")
+
+
 @torch.no_grad()
 def identical_frames(predictor: CodePredictor, drafter: Drafter, tree: SparseTree, g: torch.Tensor, c0: torch.Tensor,
                      u: torch.Tensor, sampler: SamplerConfig = SamplerConfig()) -> int:
@@ -223,6 +248,7 @@ def identical_frames(predictor: CodePredictor, drafter: Drafter, tree: SparseTre
     return same
 
 
+@torch.no_grad()
 def call_phases(predictor: CodePredictor, trees: dict[int, SparseTree], warmup: int = 5,
                 rounds: int = 30, t: int = 1, seed: int = 0) -> dict:
     """Where one fused call's time goes (q = 1 and each tree): its projections alone (the same laid-out linears on

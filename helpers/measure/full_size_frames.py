@@ -36,7 +36,7 @@ from helpers.adapter.full_size import full_size
 from helpers.measure.machine import load_average, measured_on, timed_on
 from helpers.measure.speedup import formula as speedup_formula
 from helpers.measure.deployments import (DEPLOYMENTS, call_grid, deployed, deployment_frames, identical_frames,
-                                         runnable)
+                                         runnable, spread, spread_text)
 from helpers.method.drafters import Drafter
 from helpers.method.kernels import fits
 from helpers.method.predictor import CodePredictor
@@ -63,25 +63,21 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
     frames = g.shape[0] if frames is None else min(frames, g.shape[0])
     u = frame_uniforms(torch.Generator().manual_seed(seed), 15, batch=g.shape[0])
     lifted = fs.lift(g)
-    results = [deployment_frames(systems, trees, lifted[:frames], c0[:frames], u[:frames], sampler, official=False,
-                                 warmup_frames=warmup_frames, seed=seed, samples=True) for _ in range(passes)]
+    result = deployment_frames(systems, trees, lifted[:frames], c0[:frames], u[:frames], sampler, official=False,
+                               warmup_frames=warmup_frames, seed=seed, samples=True, passes=passes)
     calls = call_grid(systems, trees, warmup=3, rounds=call_rounds, seed=seed)
-    first = results[0]
     rows = {}
     for name in names:
         for n in [0, *trees]:
             key = f"ar@{name}" if n == 0 else f"spec{n}@{name}"
-            same = frames if n == 0 else first["identical"][name]["spec"][n]
-            per_pass = [r["systems"][key]["frame_ms"] for r in results]
-            rows[key] = {"deployment": name, "n": n, "frame_ms": float(np.median(per_pass)), "passes_ms": per_pass,
-                         "tokens_per_step": first["systems"][key]["tokens_per_step"], "frames": frames,
-                         "identical": same, "lossless": same == frames}
+            same = frames if n == 0 else result["identical"][name]["spec"][n]
+            rows[key] = {"deployment": name, "n": n, **{k: result["systems"][key][k] for k in
+                                                          ("frame_ms", "passes_ms", "tokens_per_step")},
+                         "frames": frames, "identical": same, "lossless": same == frames}
     fastest_ar = min((k for k, r in rows.items() if r["n"] == 0), key=lambda k: rows[k]["frame_ms"])
     lossless = [k for k, r in rows.items() if r["n"] and r["lossless"]]
     fastest_spec = min(lossless, key=lambda k: rows[k]["frame_ms"]) if lossless else None
-    samples = {key: {f: sum((r["samples"][key][f] for r in results), []) for f in ("ms", "calls")}
-               for key in first["samples"]}
-    model = {name: frame_model(samples, name, calls[name]) for name in names}
+    model = {name: frame_model(result["samples"], name, calls[name]) for name in names}
     cfg = fs.talker.code_predictor.config
     shape = {"hidden_size": cfg.hidden_size, "num_layers": cfg.num_hidden_layers, "num_heads": cfg.num_attention_heads,
              "num_kv_heads": cfg.num_key_value_heads, "head_dim": cfg.head_dim,
@@ -114,15 +110,6 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
         out["speedup_any"] = baselines[out["fastest_ar_any"]] / rows[fastest_spec]["frame_ms"] if fastest_spec else None
     out["machine"] = timed_on(start)
     return out
-
-
-def spread(rows: dict, ar: str, spec: str | None) -> dict | None:
-    """The headline per interleaved pass: {"passes": [AR p50 / speculative p50 of each pass], "median", "min",
-    "max"} (None without a speculative loop)."""
-    if spec is None:
-        return None
-    ratios = [a / s for a, s in zip(rows[ar]["passes_ms"], rows[spec]["passes_ms"])]
-    return {"passes": ratios, "median": float(np.median(ratios)), "min": min(ratios), "max": max(ratios)}
 
 
 def formula(rows: dict, calls: dict) -> dict:
@@ -230,10 +217,7 @@ def format_full_size(table: dict) -> str:
 def spread_words(table: dict) -> str:
     """" (3 interleaved passes: 1.30x, 1.37x, 1.40x, median 1.37x, range 1.30-1.40x); spec8@w8a8 equal to its AR
     frames on 100 of 100 frames, counted apart" from a table's spread and identity ("" where it has neither)."""
-    out, s, ident, spec = "", table.get("spread"), table.get("identity"), table.get("fastest_spec")
-    if s:
-        out += (f" ({len(s['passes'])} interleaved passes: " + ", ".join(f"{r:.2f}x" for r in s["passes"])
-                + f"; median {s['median']:.2f}x, range {s['min']:.2f}-{s['max']:.2f}x)")
+    out, ident, spec = spread_text(table.get("spread")), table.get("identity"), table.get("fastest_spec")
     if ident and spec in ident["identical"]:
         out += (f"; {spec} equal to its AR frames on {ident['identical'][spec]} of {ident['frames']} frames, "
                 "counted apart from the timing")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.measure.deployments import DEPLOYMENTS
+from helpers.measure.deployments import DEPLOYMENTS, spread, spread_text
 from helpers.measure.full_size_frames import spread_words
 from helpers.measure.machine import measured_on
 from helpers.measure.speedup import formula, frame_speedup
@@ -457,8 +457,10 @@ def exact_frames(frames: dict) -> dict:
 def frames_sentence(frames: dict) -> str:
     """The miniature's whole frames per deployment in words, from `frames` (`deployment_frames`' dict)."""
     e = exact_frames(frames)
+    passes = all("passes_ms" in r for r in frames["systems"].values())
     text = (f"Among the lossless deployments the fastest AR loop is **{e['fastest_ar']}** and the fastest speculative "
-            f"loop **{e['fastest_spec']}**: {e['spec_over_ar']:.2f}x the fastest lossless AR loop.")
+            f"loop **{e['fastest_spec']}**: {e['spec_over_ar']:.2f}x the fastest lossless AR loop"
+            + (spread_text(spread(frames["systems"], e["fastest_ar"], e["fastest_spec"])) if passes else "") + ".")
     if e["inexact_spec"]:
         name, ratio = e["inexact_spec"]
         text += (f" Apart, a loop with a frame differing from its own AR frame: {name} at {ratio:.2f}x the fastest "

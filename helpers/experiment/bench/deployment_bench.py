@@ -47,7 +47,7 @@ def deployment_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.T
     calls = call_grid(systems, trees, warmup, rounds, seed=seed)
     u = frame_uniforms(torch.Generator().manual_seed(seed), b.predictor.num_codes, batch=g.shape[0])
     frames = deployment_frames(systems, {n: trees[n] for n in frame_sizes if n in trees}, g, c0, u, sampler(P),
-                               seed=seed, compiled_sizes=compiled_sizes)
+                               seed=seed, compiled_sizes=compiled_sizes, passes=P.timing_passes)
     spec = min((k for k in frames["systems"] if k.startswith("spec") and in_torch(k.split("@")[1].split("+")[0])),
                key=lambda k: frames["systems"][k]["frame_ms"])    # "spec<N>@<deployment>": phases are torch's
     n, name = int(spec.split("@")[0][4:]), spec.split("@")[1].removesuffix("+inductor")
@@ -64,7 +64,7 @@ def full_size_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.Te
                          identity_all: bool = False) -> dict:
     """The run's miniature at the real code predictor's size, every CPU deployment, whole frames
     (`measure.full_size_frames`: the table `metrics.json` keeps under "full_size"): the first `P.full_size_frames`
-    of the real frames g [F, H_talker], c0 [F] timed in `P.full_size_passes` passes, the headline counted on the
+    of the real frames g [F, H_talker], c0 [F] timed in `P.timing_passes` passes, the headline counted on the
     first `P.full_size_identity_frames` (every speculative loop with `identity_all`), the trees of FULL_SIZE_N among `trees`, the run's main drafter; the
     paper's tokens/step (Figure 4's ceiling) projected through the frame model fitted on them."""
     from helpers.measure.full_size_frames import full_size_frames
@@ -76,5 +76,5 @@ def full_size_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.Te
     return full_size_frames(backend(P).model.talker, drafter, {n: trees[n] for n in FULL_SIZE_N if n in trees},
                             g[:keep], c0[:keep], sampler(P), names=names, seed=P.seed,
                             paper_tokens_per_step=PAPER["figure4_latency"]["acceptance_ceiling"],
-                            frames=P.full_size_frames, passes=P.full_size_passes,
+                            frames=P.full_size_frames, passes=P.timing_passes,
                             identity_frames=P.full_size_identity_frames, identity_all=identity_all)

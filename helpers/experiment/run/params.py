@@ -146,12 +146,12 @@ class RunParams:
     latency_warmup: int = 20
     latency_frames: int = 200               # whole frames timed AR vs speculative (recorded evaluation frames)
     # whole frames of the miniature embedded at the real code predictor's size (helpers.adapter.full_size), every CPU
-    # deployment, in notebook 06 (mini backend, CPU; 0 skips them): frames timed per pass, interleaved passes of the
-    # same frames (the headline's spread), and frames on which the headline's speculative loop is counted against
-    # its AR loop (untimed)
+    # deployment, in notebook 06 (mini backend, CPU; 0 skips them): frames timed per pass (`timing_passes`), and
+    # frames on which the headline's speculative loop is counted against its AR loop (untimed)
     full_size_frames: int = 8
-    full_size_passes: int = 3
     full_size_identity_frames: int = 100
+    timing_passes: int = 3                  # interleaved passes over the same frames of the deployments' whole frames
+                                            # (the miniature's and the full size's): a headline's median and range
     coreml_tree_size: int = 16
     # compiled calls beside the eager ones in notebook 06 (helpers.method.decoding, helpers.method.compiler): none (skip: compiling costs
     # about a minute per decoder on a CPU), inductor (torch.compile, CPU or CUDA), cuda_graph and inductor_graph (CUDA
@@ -189,8 +189,8 @@ class RunParams:
                               "on a CPU use compile='inductor' or 'none'")
         if self.full_size_frames < 0:
             raise ParamsError(f"full_size_frames={self.full_size_frames} must be >= 0 (0: skip the full-size frames)")
-        if self.full_size_passes < 1 or self.full_size_identity_frames < 0:
-            raise ParamsError(f"full_size_passes={self.full_size_passes} must be >= 1 and full_size_identity_frames="
+        if self.timing_passes < 1 or self.full_size_identity_frames < 0:
+            raise ParamsError(f"timing_passes={self.timing_passes} must be >= 1 and full_size_identity_frames="
                               f"{self.full_size_identity_frames} >= 0")
         if not 1 <= self.coreml_tree_size <= 64:
             raise ParamsError(f"coreml_tree_size={self.coreml_tree_size} must be in 1..64")
