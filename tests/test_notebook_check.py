@@ -169,8 +169,7 @@ def test_the_committed_reference_notebooks_read_clean():
     for path in notebooks:
         nb = nbformat.read(path, as_version=4)
         assert output_problems(nb, [Path("/work"), Path("/root"), Path("/home")]) == [], path.name
-        # kinds=False: this reference was executed before the paper's formula was checked for (its refresh drops it)
-        assert label_problems(nb, set(paper_points()), derived_paper_values(), kinds=False) == [], path.name
+        assert label_problems(nb, set(paper_points()), derived_paper_values()) == [], path.name
         assert not re.search(r'"(/work|/root|/home|/tmp)/', path.read_text()), path.name
 
 

@@ -68,7 +68,7 @@ def machine_name(info: dict | None) -> str:
     return f"{model} ({cores}{extensions(info.get('cpu_flags') or [])})"
 
 
-BUSY = 0.5          # a timing whose load average passed this share of the cores is said to be slowed by other work
+BUSY = 0.5          # a timing whose load average passed this share of the cores says so where it is shown
 
 
 def load_average() -> float | None:
@@ -83,14 +83,16 @@ def timed_on(start_load: float | None) -> dict:
 
 
 def load_words(info: dict | None) -> str:
-    """", load average 0.20 to 1.60 (over half of its 2 cores busy: ...)" for a record with "load", else ""."""
+    """", load average 0.20 to 1.60 (over half of its 2 cores)" for a record with "load", else "": the 1-minute
+    average at the timing's start and end (it counts the timing's own threads and the minute before it), flagged
+    where it passed BUSY x the cores."""
     load = (info or {}).get("load") or {}
     if load.get("start") is None or load.get("end") is None:
         return ""
     cores = info.get("cores") or 1
     busy = max(load["start"], load["end"]) > BUSY * cores
     return (f", load average {load['start']:.2f} to {load['end']:.2f}"
-            + (f" (over half of its {cores} cores busy: other work slowed these times)" if busy else ""))
+            + (f" (over half of its {cores} cores)" if busy else ""))
 
 
 def measured_on(info: dict | None, where: str = "") -> str:
