@@ -119,7 +119,8 @@ def test_projected_speedup_and_the_table_beside_the_papers_devices():
     assert rows[4]["paper_speedup"] is None and rows[4]["mini_speedup"] == pytest.approx(1.5 / (7 / 6))
     assert proj["w8a8"]["best_n"] == 16 and proj["w8a8"]["best_by"] == "paper_speedup"
     table = figure4_rows(grid, "this CPU")
-    assert [r["source"] for r in table] == ["paper (speedups: Figure 4's formula)"] * 3 + ["measured overhead x paper tokens/step"] * 2
+    assert [r["source"] for r in table] == (["paper (speedups: Figure 4's formula)"] * 3
+                                            + ["measured overhead x paper tokens/step"] * 2)
     m3 = next(r for r in table if r["device"].startswith("MacBook M3 Pro"))
     assert m3["overhead N=32"] == "+0.136" and m3["speedup N=32"] == "2.13x"
     iphone12 = next(r for r in table if r["device"].startswith("iPhone 12"))

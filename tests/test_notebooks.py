@@ -241,8 +241,8 @@ def test_make_bench_runs_on_the_smoke_runs_stages(smoke_run, smoke_cache):
     saved = out / "bench.json"
     bench = run("-m", "helpers.experiment.bench.bench", "--params", "params/smoke.yaml", "-p", f"output_dir={out}",
                 "-p", f"cache_dir={smoke_cache}", "--calls", "3", "--warmup", "1", "--frames", "3", "--side-frames", "2",
-                "--compile", "none", "--compiled-sizes", "2", "--real-rounds", "0", "--full-size-frames", "1", "--engine-threads", "1",
-                "--out", str(saved))
+                "--compile", "none", "--compiled-sizes", "2", "--real-rounds", "0", "--full-size-frames", "1",
+                "--engine-threads", "1", "--out", str(saved))
     assert bench.returncode == 0, bench.stdout + bench.stderr
     data = json.loads(saved.read_text())
     full = data["full_size"]

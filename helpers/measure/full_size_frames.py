@@ -53,8 +53,9 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
     (default: every one this CPU runs), real frames g [F, H_s], c0 [F], trees {N: SparseTree}. See the module
     docstring. The first `frames` frames (default all) are timed in `passes` interleaved passes; the headline's
     speculative loop (every speculative loop with `identity_all`) is counted against its AR loop on the first
-    `identity_frames` frames (untimed; 0: the timed frames only). paper_tokens_per_step {N: tokens/step}: the projection's numerators (default none); peers: time
-    the engines a user would run instead beside them (`measure.peers.table`)."""
+    `identity_frames` frames (untimed; 0: the timed frames only). paper_tokens_per_step {N: tokens/step}: the
+    projection's numerators (default none); peers: time the engines a user would run instead beside them
+    (`measure.peers.table`)."""
     fs, start = full_size(talker), load_average()          # the 0.6B code predictor's shape; the load before
     big = CodePredictor.from_talker(fs.talker)
     names = [n for n in (runnable() if names is None else names)

@@ -337,7 +337,8 @@ def figure4_rows(grid: dict, device: str, tokens_per_step: dict[int, float] | No
         rows.append({"device": PAPER_DEVICE_NAMES.get(key, key), "AR call ms": d["ar_call_ms"],
                      "overhead N=16": _paper_overhead(dev, 16), "overhead N=32": _paper_overhead(dev, 32),
                      "speedup N=32": _fmt(dev["speedup"].get(32), "x"),
-                     "best N (speedup)": f"{best} ({dev['speedup'][best]:.2f}x)", "best N vs the grid's fastest AR call": "-",
+                     "best N (speedup)": f"{best} ({dev['speedup'][best]:.2f}x)",
+                     "best N vs the grid's fastest AR call": "-",
                      **({"best N (miniature's tokens/step)": "-"} if tokens_per_step else {}),
                      "source": "paper (speedups: Figure 4's formula)"})
     for name, d in projected(grid, tokens_per_step).items():
@@ -674,8 +675,9 @@ def gpu_summary(data: dict) -> dict:
     return {"speedup": side["ratios"][spec][ar], "fastest_spec": spec, "fastest_ar": ar, "tokens_per_step": tps,
             "mini_mode": mode, "mini_n": int(n), "mini_verify_over_ar": mini_verify,
             "mini_round_over_ar": mp["round_ms"] / mini_parts[mode]["ar_call_ms"],
-            "ceiling": formula(tps, mini_verify), "real_mode": best, "real_verify_over_ar": r32["verify_ms"] / real[best][
-                "ar_call_ms"], "real_round_over_ar": r32["round_over_ar"],
+            "ceiling": formula(tps, mini_verify), "real_mode": best,
+            "real_verify_over_ar": r32["verify_ms"] / real[best]["ar_call_ms"],
+            "real_round_over_ar": r32["round_over_ar"],
             "real_projected": p32["frame"], "real_fastest_ar_mode": fastest_ar,
             "real_projected_vs_fastest": against_fastest(p32, real[best]["ar_call_ms"], r32["round_ms"],
                                                          real[fastest_ar]["ar_call_ms"]),

@@ -372,7 +372,8 @@ def latency_lines(m: dict) -> list[str]:
         lines.append(f"- **Speed on {device}** ({measured_on(by_n.get('machine') or m.get('run', {}).get('machine'))}): best N = {best}, measured speedup {r['measured_speedup']:.2f}x "
                      f"(call overhead {r['overhead']:.2f} of an AR call)"
                      + (f"; at N = 32 the call costs {call_cost(at32['overhead']):.2f} AR calls" if at32 else "")
-                     + f". The paper at N = 32, by Figure 4's formula: {paper}. A round of t tokens/call at a call costing 1 + overhead AR "
+                     + f". The paper at N = 32, by Figure 4's formula: {paper}. A round of t tokens/call at a call "
+                     "costing 1 + overhead AR "
                      "calls gains t / (1 + overhead): tokens/step turn into speedup only where the wider call is "
                      "nearly free.")
     return lines

@@ -580,7 +580,8 @@ def speedup_and_overhead(by_n: dict, device: str, frames: int, calls: int, paper
         for i, (name, d) in enumerate(paper["devices"].items(), start=1):
             color = f"C{i}"
             sp = sorted(d["speedup"])
-            ax.scatter(sp, [d["speedup"][n] for n in sp], marker="D", color=color, label=f"paper, Figure 4's formula: {DEVICE_SHORT.get(name, name)}", zorder=3)
+            ax.scatter(sp, [d["speedup"][n] for n in sp], marker="D", color=color, zorder=3,
+                       label=f"paper, Figure 4's formula: {DEVICE_SHORT.get(name, name)}")
             for key, marker, label in (("overhead", "D", "paper"), ("derived", "d", "derived from the paper")):
                 if d[key]:
                     on = sorted(d[key])

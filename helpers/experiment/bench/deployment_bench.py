@@ -38,7 +38,8 @@ def deployment_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.T
                           frame_sizes=(4, 8, 16), rounds: int = 60, warmup: int = 10, seed: int = 0,
                           compiled_sizes=()) -> dict:
     """-> {"calls": `call_grid` (every N of trees), "frames": `deployment_frames` (N in frame_sizes), "phases":
-    `call_phases` of the fastest speculative deployment whose calls run in torch (its N), "machine": `timed_on`}. g [F, H_talker], c0 [F]: real frames.
+    `call_phases` of the fastest speculative deployment whose calls run in torch (its N), "machine": `timed_on`}.
+    g [F, H_talker], c0 [F]: real frames.
     compiled_sizes: N of the compiled (inductor) loops beside the eager ones, dense deployments only (~1 min each)."""
     b, start = backend(P), load_average()
     drafter = stages.drafters(P).drafters[stages.main_drafter(P)]
@@ -65,7 +66,8 @@ def full_size_comparison(P: RunParams, trees: dict[int, SparseTree], g: torch.Te
     """The run's miniature at the real code predictor's size, every CPU deployment, whole frames
     (`measure.full_size_frames`: the table `metrics.json` keeps under "full_size"): the first `P.full_size_frames`
     of the real frames g [F, H_talker], c0 [F] timed in `P.timing_passes` passes, the headline counted on the
-    first `P.full_size_identity_frames` (every speculative loop with `identity_all`), the trees of FULL_SIZE_N among `trees`, the run's main drafter; the
+    first `P.full_size_identity_frames` (every speculative loop with `identity_all`), the trees of FULL_SIZE_N among
+    `trees`, the run's main drafter; the
     paper's tokens/step (Figure 4's ceiling) projected through the frame model fitted on them."""
     from helpers.measure.full_size_frames import full_size_frames
     from helpers.report.paper import PAPER

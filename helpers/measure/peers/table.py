@@ -72,7 +72,8 @@ def measure_llama(predictor, thread_counts, sizes=(1, 5, 9, 17), out: Path = LLA
         import llama_cpp  # noqa: F401
     except ImportError:
         return None
-    shape, weights, load = llama.code_predictor_shape(predictor), llama.code_predictor_weights(predictor), load_average()
+    load = load_average()
+    shape, weights = llama.code_predictor_shape(predictor), llama.code_predictor_weights(predictor)
     by_threads, build, failed = {}, None, {}
     with tempfile.TemporaryDirectory() as tmp:
         for dtype, label in (("q8_0", "Q8_0"), ("bf16", "BF16")):
