@@ -10,7 +10,7 @@ from drafting import TREES
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from helpers.measure.deployments import (DEPLOYMENTS, call_grid, call_phases, deployed,
                                          deployment_frames, format_frames, format_grid, format_phases, runnable,
-                                         spread_text)
+                                         spread, spread_text)
 from helpers.method.kernels import unsupported
 from helpers.method.drafters import make_drafter
 from helpers.method.stack import FusedCore
@@ -86,7 +86,7 @@ def test_whole_frames_of_every_deployment_count_tokens_and_identical_frames(talk
     assert fastest in format_frames(out)
     for r in out["systems"].values():                               # two passes over the same frames, their median
         assert len(r["passes_ms"]) == 2 and r["frame_ms"] == pytest.approx(sum(r["passes_ms"]) / 2)
-    s = out["spread"]
+    s = spread(out["systems"], out["fastest_ar"], fastest)
     assert s["passes"] == pytest.approx([a / b for a, b in zip(out["systems"][out["fastest_ar"]]["passes_ms"],
                                                                 out["systems"][fastest]["passes_ms"])])
     assert "2 interleaved passes" in spread_text(s) and spread_text({**s, "passes": s["passes"][:1]}) == ""

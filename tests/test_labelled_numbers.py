@@ -123,7 +123,7 @@ def test_the_papers_formula_is_never_called_measured():
         assert len(kind_problems(text)) == 1, text
         assert len(label_problems(notebook("Measured on X. " + text), POINTS)) == 1, text
     good = f"| whole frames (Measured on X) | 1.37x measured | {paper_speedup()} |"
-    assert kind_problems(good) == [] and "2.13x by Figure 4's formula (M3 Pro, N = 32)" in good
+    assert kind_problems(good) == [] and "2.13x by Figure 4's formula (MacBook M3 Pro, N = 32)" in good
     assert kind_problems("12.13x measured; 2.130 tokens") == []              # not the paper's numbers
     assert kind_problems("| this CPU, projected | 16 (1.82x) | measured overhead x paper tokens/step |") == []
     root = Path(__file__).resolve().parent.parent

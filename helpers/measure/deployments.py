@@ -130,8 +130,7 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
         frames equal to its own AR frames}, "ar_vs_dense": its AR frames equal to its dtype's dense AR loop's}},
         "fastest_ar",
         "fastest_spec", "official": fastest official, "ratios": {"ar_over_official", "spec_over_ar",
-        "spec_over_official"} (how many times faster), "spread": `spread` of spec_over_ar}; with `samples`, also
-        "samples": {name: {"ms": [...], "calls": [...]}}, every timed frame's wall time and model calls (our loops)"""
+        "spec_over_official"} (how many times faster)}; with `samples`, also "samples": {name: {"ms": [...], "calls": [...]}}, every timed frame's wall time and model calls (our loops)"""
     from helpers.method.decoding import Decoder
 
     ars, decoders, compiled, compile_s = {}, {}, {}, {}
@@ -210,8 +209,7 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
         ratios.update(ar_over_official=ms[best_official] / ms[best_ar],
                       spec_over_official=ms[best_official] / ms[best_spec])
     result = {"frames": g.shape[0], "systems": rows, "identical": identical, "fastest_ar": best_ar,
-              "fastest_spec": best_spec, "official": best_official, "ratios": ratios,
-              "spread": spread(rows, best_ar, best_spec)}
+              "fastest_spec": best_spec, "official": best_official, "ratios": ratios}
     if samples:
         result["samples"] = {k: {"ms": [t * 1e3 for t in times[k]], "calls": per_frame[k] * passes} for k in per_frame}
     return result

@@ -15,7 +15,7 @@ speculative loop per N, interleaved frame by frame on the same frames and unifor
     calls      per deployment: the AR call and each N's verify call alone, p50 ms and overhead (`call_grid`)
     loop       per deployment: its AR frame over 15 of its AR calls (what the loop adds to its calls)
     formula    Figure 4's formula on our own calls, per deployment and N: tokens/step / (verify call / AR call)
-               (`formula`), a formula beside the paper's, not a measurement
+               (`formula_on_calls`), a formula beside the paper's, not a measurement
     model      a frame's time fitted on these frames, per deployment: per frame + rounds x (its call + round work)
                (`frame_model`), and its error on them
     projected  the paper's tokens/step through that model, labelled projected (`projected`)
@@ -34,7 +34,7 @@ import torch
 
 from helpers.adapter.full_size import full_size
 from helpers.measure.machine import load_average, measured_on, timed_on
-from helpers.measure.speedup import formula as speedup_formula
+from helpers.measure.speedup import formula
 from helpers.measure.deployments import (DEPLOYMENTS, call_grid, deployed, deployment_frames, identical_frames,
                                          runnable, spread, spread_text)
 from helpers.method.drafters import Drafter
@@ -90,12 +90,14 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
            "spread": spread(rows, fastest_ar, fastest_spec),
            "calls": {name: calls[name] for name in names},
            "loop": {name: rows[f"ar@{name}"]["frame_ms"] / (15 * calls[name]["ar_ms"]) for name in names},
-           "model": model, "formula": formula(rows, calls)}
+           "model": model, "formula": formula_on_calls(rows, calls)}
     count = min(max(identity_frames, frames), g.shape[0])
     counted = [k for k, r in rows.items() if r["n"] and (identity_all or k == fastest_spec)]
+    rest = slice(frames, count)                                  # frames the timed passes did not decode
     out["identity"] = {"frames": count, "identical": {
-        k: identical_frames(*systems[rows[k]["deployment"]], trees[rows[k]["n"]], lifted[:count], c0[:count],
-                            u[:count], sampler) if count > frames else rows[k]["identical"] for k in counted}}
+        k: rows[k]["identical"] + (identical_frames(*systems[rows[k]["deployment"]], trees[rows[k]["n"]], lifted[rest],
+                                                    c0[rest], u[rest], sampler) if count > frames else 0)
+        for k in counted}}
     if paper_tokens_per_step:
         out["projected"] = projected(out, paper_tokens_per_step)
     if peers:
@@ -113,7 +115,7 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
     return out
 
 
-def formula(rows: dict, calls: dict) -> dict:
+def formula_on_calls(rows: dict, calls: dict) -> dict:
     """Figure 4's formula on our own calls, per deployment and N: the frames' tokens/step over the verify call's cost
     in AR calls, each call timed alone (`call_grid`): {deployment: {N: {"tokens_per_step", "call_over_ar",
     "speedup"}}}. A formula, like the paper's speedups: the whole frames measure the speedup."""
@@ -124,7 +126,7 @@ def formula(rows: dict, calls: dict) -> dict:
             cost = c["by_n"][r["n"]]["call_ms"] / c["ar_ms"]
             out.setdefault(r["deployment"], {})[r["n"]] = {"tokens_per_step": r["tokens_per_step"],
                                                            "call_over_ar": cost,
-                                                           "speedup": speedup_formula(r["tokens_per_step"], cost)}
+                                                           "speedup": formula(r["tokens_per_step"], cost)}
     return out
 
 

@@ -33,7 +33,7 @@ from helpers.report.nb06_latency import (COLUMNS as LATENCY_COLUMNS, GPU_REFEREN
                                          call_cost, call_cost_sentence, exact_frames, figure4_report_lines,
                                          full_size_md, gpu_label, gpu_summary, load_gpu_reference,
                                          measured_against_realised, projection_at, tokens_label)
-from helpers.report.paper import DEVICE_SHORT, DRAFTER_NAMES, PAPER, PAPER_DRAFTERS, ceiling_text, paper_speedup
+from helpers.report.paper import PAPER_DEVICES, DRAFTER_NAMES, PAPER, PAPER_DRAFTERS, ceiling_text, paper_speedup
 from helpers.report.tables import markdown
 
 
@@ -367,7 +367,7 @@ def latency_lines(m: dict) -> list[str]:
             continue
         r = by_n[best]
         at32 = by_n.get("32")
-        paper = ", ".join(f"{DEVICE_SHORT[name]} {v['speedup_at_N32']:.2f}x (overhead {v['overhead_at_N32']:.3f})"
+        paper = ", ".join(f"{PAPER_DEVICES[name]} {v['speedup_at_N32']:.2f}x (overhead {v['overhead_at_N32']:.3f})"
                           for name, v in devices.items() if "speedup_at_N32" in v and "overhead_at_N32" in v)
         lines.append(f"- **Speed on {device}** ({measured_on(by_n.get('machine') or m.get('run', {}).get('machine'))}): best N = {best}, measured speedup {r['measured_speedup']:.2f}x "
                      f"(call overhead {r['overhead']:.2f} of an AR call)"

@@ -14,9 +14,8 @@ values this project reads off them, each labelled with its provenance.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import re
+from pathlib import Path
 
 import yaml
 
@@ -53,13 +52,13 @@ def ceiling_text(n: int) -> str:
 
 KINDS = ("measured", "formula", "inferred")
 FIGURE4_FORMULA = "tokens/step / (1 + verify overhead)"      # Figure 4's caption: how its speedups are computed
-DEVICE_SHORT = {"iphone_17_pro_max": "iPhone 17 Pro Max", "macbook_m3_pro": "M3 Pro", "iphone_12": "iPhone 12"}
+PAPER_DEVICES = {"iphone_17_pro_max": "iPhone 17 Pro Max", "macbook_m3_pro": "MacBook M3 Pro", "iphone_12": "iPhone 12"}
 
 
 def paper_speedup(device: str = "macbook_m3_pro", n: int = 32) -> str:
     """A Figure 4 speedup with its kind: "2.13x by Figure 4's formula (M3 Pro, N = 32)"."""
     value = float(PAPER["figure4_latency"]["devices"][device][f"speedup_at_N{n}"])
-    return f"{value:.2f}x by Figure 4's formula ({DEVICE_SHORT[device]}, N = {n})"
+    return f"{value:.2f}x by Figure 4's formula ({PAPER_DEVICES[device]}, N = {n})"
 
 
 def formula_speedups() -> set[str]:
@@ -68,7 +67,7 @@ def formula_speedups() -> set[str]:
             for k, v in d.items() if k.startswith("speedup_at_N")}
 
 
-PAPER_DEVICES = re.compile(r"M3|iPhone|iphone|Neural Engine|\bANE\b|Apple")   # where a paper speedup is named
+DEVICE_WORDS = re.compile(r"M3|iPhone|iphone|Neural Engine|\bANE\b|Apple")   # where a paper speedup is named
 
 
 def kind_problems(text: str) -> list[str]:
@@ -78,14 +77,13 @@ def kind_problems(text: str) -> list[str]:
     problems = []
     for line in text.splitlines():
         found = [v for v in values if re.search(rf"(?<![\d.]){re.escape(v)}", line)]
-        if (found and PAPER_DEVICES.search(line) and re.search(r"\bmeasured\b", line, re.I)
+        if (found and DEVICE_WORDS.search(line) and re.search(r"\bmeasured\b", line, re.I)
                 and "formula" not in line.lower()):
             problems.append(f"the paper's {found[0]} (a formula) beside 'measured': {line.strip()[:100]!r}")
     return problems
 
 
-PAPER_DEVICE_NAMES = {"iphone_17_pro_max": "iPhone 17 Pro Max (ANE, W8A16)", "macbook_m3_pro": "MacBook M3 Pro (ANE, W8A16)",
-                      "iphone_12": "iPhone 12 (ANE, W8A16)"}
+PAPER_DEVICE_NAMES = {key: f"{name} (ANE, W8A16)" for key, name in PAPER_DEVICES.items()}
 
 
 def paper_points() -> dict[int, float]:
@@ -120,7 +118,7 @@ def paper_arithmetic(device_key: str = "macbook_m3_pro", n: int = 32) -> str:
     tps = float(PAPER["figure4_latency"]["acceptance_ceiling"][n])
     cost, reported = 1 + d[f"overhead_at_N{n}"], d[f"speedup_at_N{n}"]
     label = " (inferred: Table 2's tokens/step)" if ceiling_provenance(n) == "inferred" else ""
-    return (f"on the {DEVICE_SHORT[device_key]}, Figure 4's {reported:.2f}x is its formula, {FIGURE4_FORMULA}: "
+    return (f"on the {PAPER_DEVICES[device_key]}, Figure 4's {reported:.2f}x is its formula, {FIGURE4_FORMULA}: "
             f"{reported:.2f} x {cost:.3f} = {reported * cost:.2f} tokens/step at N = {n}, against the ceiling "
             f"{tps:.2f}{label}; no frame was timed")
 

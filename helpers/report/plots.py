@@ -40,7 +40,7 @@ from helpers.method.decoding import Decoder, FrameResult
 from helpers.method.sampler import frame_uniforms
 from helpers.method.rounds import RoundRecord, round_records
 from helpers.method.tree import SparseTree
-from helpers.report.paper import DEVICE_SHORT, ceiling_provenance
+from helpers.report.paper import PAPER_DEVICES, ceiling_provenance
 
 
 if not matplotlib.get_backend().lower().startswith(("module://matplotlib_inline", "module://ipykernel")):
@@ -581,12 +581,12 @@ def speedup_and_overhead(by_n: dict, device: str, frames: int, calls: int, paper
             color = f"C{i}"
             sp = sorted(d["speedup"])
             ax.scatter(sp, [d["speedup"][n] for n in sp], marker="D", color=color, zorder=3,
-                       label=f"paper, Figure 4's formula: {DEVICE_SHORT.get(name, name)}")
+                       label=f"paper, Figure 4's formula: {PAPER_DEVICES.get(name, name)}")
             for key, marker, label in (("overhead", "D", "paper"), ("derived", "d", "derived from the paper")):
                 if d[key]:
                     on = sorted(d[key])
                     sc = ov.scatter([n + 1 for n in on], [1.0 + d[key][n] for n in on], marker=marker, s=40,
-                                    color=color, label=f"{label}: {DEVICE_SHORT.get(name, name)}", zorder=3)
+                                    color=color, label=f"{label}: {PAPER_DEVICES.get(name, name)}", zorder=3)
                     if key == "derived":
                         mark(sc, "derived")
     ax.axhline(1.0, color="0.5", lw=0.8)

@@ -108,10 +108,9 @@ def unlabelled_paper_values(text: str, paper_points: set[int]) -> list[str]:
     return bad
 
 
-def label_problems(nb, paper_points: set[int], derived: dict[str, str | None] | None = None,
-                   kinds: bool = True) -> list[str]:
+def label_problems(nb, paper_points: set[int], derived: dict[str, str | None] | None = None) -> list[str]:
     """Every unlabelled latency or duration, unlabelled paper value, derived value called the paper's (`derived`, as
-    `helpers.report.paper.derived_paper_values()` gives it), paper formula called measured (`kinds`) and timing
+    `helpers.report.paper.derived_paper_values()` gives it), paper formula called measured (`kind_problems`) and timing
     figure whose caption names no machine of an executed notebook `nb`, one line each."""
     problems = []
     for i, cell in enumerate(nb.cells):
@@ -126,7 +125,7 @@ def label_problems(nb, paper_points: set[int], derived: dict[str, str | None] | 
                 problems.append(f"cell {i}: a figure of timings ({timing[0]!r}) whose caption does not say "
                                 f"'{LABEL} <machine>'")
             text = output_text(output)
-            problems += [f"cell {i}: {p}" for p in (kind_problems(text) if kinds else [])]
+            problems += [f"cell {i}: {p}" for p in kind_problems(text)]
             problems += [f"cell {i}: a derived or inferred value called the paper's, {b}"
                          for b in unlabelled_derived(text, derived or {})]
             if unlabelled_latency(text):
