@@ -124,7 +124,7 @@ def frames_side_by_side(p, d, trees, sampler, g, c0, u, modes, first, seed) -> d
     extra = {}
     for mode in graph_modes:
         if mode != modes[1]:                        # side_by_side builds the AR systems of its own mode
-            extra[f"arframe_{mode}"] = Decoder(p, sampler, compile=mode, rounds_per_graph=(14, 14))
+            extra[f"arframe_{mode}"] = Decoder(p, sampler, compile_mode=mode, rounds_per_graph=(14, 14))
         for n, tree in trees.items():
             extra[f"spec{n}_frame_{mode}"] = Decoder(p, sampler, d, tree, mode, rounds_per_graph=(first[n], 1))
     if not graph_modes:                              # the CPU check: the frame decoders eagerly
@@ -223,7 +223,7 @@ def exact_part(args, device, modes, out: dict, save) -> None:
     rows = out["exact"] = {"dtype": "float64", "frames": frames, "identical": {}}
     for mode in modes:
         sizes = args.sizes if mode != "inductor_graph" else [max(args.sizes)]
-        decoders = ({f"arframe_{mode}": Decoder(p, sampler, compile=mode, rounds_per_graph=(14, 14))}
+        decoders = ({f"arframe_{mode}": Decoder(p, sampler, compile_mode=mode, rounds_per_graph=(14, 14))}
                     if mode != "none" else {})
         for n in sizes:
             tree = pack.trees[pack.main][n]
@@ -239,7 +239,7 @@ def exact_part(args, device, modes, out: dict, save) -> None:
     rows["full_size_identical_to_miniature"] = int((far == ar[:few]).all(dim=1).sum())
     for mode in modes:
         n = max(args.sizes)
-        decoders = ({f"full_arframe_{mode}": Decoder(fp, sampler, compile=mode, rounds_per_graph=(14, 14))}
+        decoders = ({f"full_arframe_{mode}": Decoder(fp, sampler, compile_mode=mode, rounds_per_graph=(14, 14))}
                     if mode != "none" else {})
         decoders[f"full_spec{n}_frame_{mode}"] = Decoder(fp, sampler, fd, ftrees[n], mode, rounds_per_graph=(4, 1))
         for name, dec in decoders.items():
@@ -269,7 +269,7 @@ def markdown(out: dict) -> str:
     """The report: machine, the miniature's frames, the round's parts, counts, the 0.6B shape's projection."""
     from helpers.measure.machine import measured_on
     from helpers.report import tables
-    from helpers.report.nb06_latency import gpu_frame_rows, gpu_round_rows
+    from helpers.report.gpu_reference import gpu_frame_rows, gpu_round_rows
 
     lines = [f"# GPU reference: {out['device']}", "", f"{measured_on(out['machine'])}. torch {out['torch']}; "
              f"{out['seconds']:.0f} s in all. Written by `make bench-gpu` (scripts/bench_gpu.py).", ""]

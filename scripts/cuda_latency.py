@@ -129,7 +129,7 @@ def main(argv=None) -> dict:
                                     gen, dtype)
         u = frame_uniforms(gen, batch=args.side_frames, device=args.device)
         side = side_by_side(predictor, drafter, trees, g.to(args.device), c0.to(args.device), u,
-                            compile=args.side_by_side, warmup_frames=1)
+                            compile_mode=args.side_by_side, warmup_frames=1)
         print(f"\nside by side ({args.side_by_side}), {args.side_frames} frames:")
         print(format_side_by_side(side))
         results["side_by_side"] = side

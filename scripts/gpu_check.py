@@ -187,7 +187,7 @@ def part_compiled(device: str, quick: bool) -> dict:
         result = cuda_graph_comparison(predictor, drafter, trees, g, c0)
     else:
         u = frame_uniforms(torch.Generator().manual_seed(0), predictor.num_codes, batch=frames, device=device)
-        result = side_by_side(predictor, drafter, trees, g, c0, u, compile="none", official=False, warmup_frames=0)
+        result = side_by_side(predictor, drafter, trees, g, c0, u, compile_mode="none", official=False, warmup_frames=0)
     rows = result["systems"]
     result["ok"] = all(r["identical"] == frames for name, r in rows.items() if name != "official")
     return result

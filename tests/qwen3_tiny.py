@@ -250,3 +250,15 @@ def tiny_params(paths: dict, **overrides):
         whisper_id=str(paths["whisper"]), languages=["en", "ja"], train_samples=8, validation_samples=4,
         calibration_samples=3, eval_samples_per_language=1, extraction_batch_size=4, tree_sizes=[4, 16],
         tree_size=16, drafter_targets="codec"), **overrides})          # the paper's setting, as params/qwen3-*.yaml
+
+
+def transcribed_runs(b, samples, decoder, seeds: list[int]) -> list[tuple]:
+    """Free-running synthesis of each sample with its seed, decoded and transcribed (per language, in order):
+    [(synthesis, transcript, audio seconds)]. The evaluation stage's synthesis, decoding and ASR
+    (`helpers.experiment.stages.quality.transcripts`) in one call, for the tests that run them on a tiny model."""
+    from helpers.experiment.stages.quality import transcripts
+
+    runs = [b.synthesize(s, decoder, seed=seed) for s, seed in zip(samples, seeds, strict=True)]
+    audio = [b.decode(r.codes) for r in runs]
+    hyps = transcripts(b, samples, audio)
+    return [(r, h, len(a) / b.sample_rate) for r, h, a in zip(runs, hyps, audio)]

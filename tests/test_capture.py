@@ -13,15 +13,22 @@ import torch
 
 from conftest import frame_inputs
 from drafting import TREES, random_drafters
-from helpers.method.capture import CaptureError, DeviceOps, check_capturable
+from helpers.method.capture import CaptureError, DeviceOps
 from helpers.method.decoding import Decoder
-from helpers.method.round import ARFrame, ARStep, Prefill, Round, RoundLoop, SpeculativeFrame
+from helpers.method.decoding import ARFrame, RoundLoop, SpeculativeFrame
+from helpers.method.round import ARStep, Prefill, Round
 from helpers.method.sampler import SamplerConfig, frame_uniforms
 from helpers.method.tree import TreeIndex
 from helpers.method.stack import FusedCore
 
 SAMPLER = SamplerConfig(top_k=5, temperature=1.3)
 DRAFTERS = ("reused", "offsets", "offsets_prenorm", "medusa")
+
+
+def check_capturable(module, *args, **kwargs):
+    """Run module(*args) under a strict `DeviceOps`: its output, or `CaptureError` naming the first offending op."""
+    with torch.no_grad(), DeviceOps(strict=True):
+        return module(*args, **kwargs)
 
 
 def frame_buffers(spec, cp, seed=3):
@@ -132,7 +139,7 @@ def test_host_reads_of_a_round_are_refused(tiny):
     """The two places a round could read the host, each refused by the guard: a drafter that drafts at a host int
     (the tests' oracle, which the eager decoders run) and the CPU's eager verify call (`ViewStep`, int(t))."""
     from drafting import OracleDrafter
-    from helpers.method.views import ViewStep
+    from helpers.method.stack import ViewStep
 
     spec, _, cp = tiny
     tree = TREES["sparse4"]

@@ -3,7 +3,7 @@
 import torch
 
 from conftest import frame_inputs
-from helpers.method.ceiling import _marginals, drafter_ceiling, target_sharpness
+from helpers.method.ceiling import _marginals, ceiling_mean, ceiling_sums, target_sharpness
 from helpers.method.sampler import SamplerConfig, target_probs
 
 SAMPLER = SamplerConfig(top_k=50, temperature=0.9)
@@ -32,7 +32,7 @@ def test_ceiling_and_sharpness_shapes(tiny):
     g, c0 = frame_inputs(spec, 2, seed=5)
     codes = torch.cat((c0[:, None], torch.randint(0, spec.vocab_size, (2, 15),
                                                   generator=torch.Generator().manual_seed(1))), dim=1)
-    ceiling, covered = drafter_ceiling(predictor, g, codes, SAMPLER, depth=3, width=3, m=4, beam=5)
+    ceiling, covered = ceiling_mean(*ceiling_sums(predictor, g, codes, SAMPLER, depth=3, width=3, m=4, beam=5))
     assert ceiling.shape == (3, 4) and covered.shape == (3,) and bool((covered <= 1 + 1e-9).all())
     assert bool((ceiling.cumsum(-1) <= 1 + 1e-9).all()) and bool((ceiling[:, 1:] <= ceiling[:, :-1] + 1e-12).all())
     entropy, top = target_sharpness(predictor, predictor.teacher_forced_hidden(g, codes), SAMPLER)
@@ -54,8 +54,8 @@ def test_the_ideal_drafter_in_its_own_dtype_agrees_with_float64(tiny):
     g, c0 = frame_inputs(spec, 2, seed=6)
     codes = torch.cat((c0[:, None], torch.randint(0, spec.vocab_size, (2, 15),
                                                   generator=torch.Generator().manual_seed(2))), dim=1)
-    exact, covered = drafter_ceiling(predictor, g, codes, SAMPLER, depth=3, width=4, m=4, beam=16)
-    fast, fast_covered = drafter_ceiling(low, g, codes, SAMPLER, depth=3, width=4, m=4, beam=16)
+    exact, covered = ceiling_mean(*ceiling_sums(predictor, g, codes, SAMPLER, depth=3, width=4, m=4, beam=16))
+    fast, fast_covered = ceiling_mean(*ceiling_sums(low, g, codes, SAMPLER, depth=3, width=4, m=4, beam=16))
     assert torch.allclose(fast, exact, atol=1e-5) and torch.allclose(fast_covered, covered, atol=1e-5)
     drafts, _ = ideal_drafts(predictor, g, codes, SAMPLER, depth=3, width=4, beam=16)
     fast_drafts, _ = ideal_drafts(low, g, codes, SAMPLER, depth=3, width=4, beam=16)

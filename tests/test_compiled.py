@@ -44,7 +44,7 @@ def test_device_round_equals_eager_decoders(tiny, drafter_name, tree_name):
         assert r.calls == e.calls and r.accepted == e.accepted, f"frame {i}: rounds differ from the eager decoder"
         assert sum(r.accepted) + r.calls == 15
     assert sum(r.calls for r in ours) < 15 * len(ours) or tree_name == "chain", "no draft ever accepted"
-    ar_mod = decode_all(Decoder(cp, SAMPLER, compile="none", rounds_per_graph=(14, 14)), g, c0, u)
+    ar_mod = decode_all(Decoder(cp, SAMPLER, compile_mode="none", rounds_per_graph=(14, 14)), g, c0, u)
     assert all(torch.equal(r.codes[0], ar[i]) and r.calls == 15 for i, r in enumerate(ar_mod))
 
 
@@ -58,16 +58,16 @@ def test_compiled_aot_eager_equals_eager(dtype, drafter_name):
     drafter = random_drafters(cp, seed=2)[drafter_name]
     g, c0, u = frames(spec, 8, seed=7, dtype=dtype)
     ar = Decoder(cp, SAMPLER).decode_frame(g, c0, u).codes
-    compiled_ar = Decoder(cp, SAMPLER, compile="inductor", rounds_per_graph=(14, 14),
+    compiled_ar = Decoder(cp, SAMPLER, compile_mode="inductor", rounds_per_graph=(14, 14),
                           torch_backend="aot_eager")                                     # the whole frame one graph
-    per_step = Decoder(cp, SAMPLER, compile="inductor", torch_backend="aot_eager")
+    per_step = Decoder(cp, SAMPLER, compile_mode="inductor", torch_backend="aot_eager")
     spec_dec = Decoder(cp, SAMPLER, drafter, TREES["sparse4"], "inductor", torch_backend="aot_eager")
-    assert spec_dec.round.index.tree == TREES["sparse4"]          # the full tree at every root, masked past c15
+    assert spec_dec.modules.step.index.tree == TREES["sparse4"]          # the full tree at every root, masked past c15
     for name, decoder in (("AR", compiled_ar), ("AR per step", per_step), ("speculative", spec_dec)):
         out = decode_all(decoder, g, c0, u)
         for i, r in enumerate(out):
             assert torch.equal(r.codes[0], ar[i]), f"{name} frame {i}: {r.codes[0].tolist()} != {ar[i].tolist()}"
-        assert decoder.compile_seconds > 0
+        assert decoder.compiler.seconds > 0
     assert sum(r.calls for r in decode_all(spec_dec, g, c0, u)) < 15 * g.shape[0]
 
 
@@ -78,14 +78,14 @@ def test_compiled_inductor_ar_equals_eager():
     cp = CodePredictor.from_talker(build_tiny_talker(spec, seed=1, dtype=torch.float64))
     g, c0, u = frames(spec, 6, seed=11)
     ar = Decoder(cp, SAMPLER).decode_frame(g, c0, u).codes
-    out = decode_all(Decoder(cp, SAMPLER, compile="inductor"), g, c0, u)
+    out = decode_all(Decoder(cp, SAMPLER, compile_mode="inductor"), g, c0, u)
     assert all(torch.equal(r.codes[0], ar[i]) for i, r in enumerate(out))
 
 
 def test_compile_parameter_is_validated(tiny):
     _, _, cp = tiny
     with pytest.raises(ValueError, match="compile='jit' is not allowed; allowed: none, inductor, cuda_graph, inductor_graph"):
-        Decoder(cp, SAMPLER, compile="jit", rounds_per_graph=(14, 14))
+        Decoder(cp, SAMPLER, compile_mode="jit", rounds_per_graph=(14, 14))
     with pytest.raises(ValueError, match="needs a CUDA model"):
         Decoder(cp, SAMPLER, random_drafters(cp)["offsets"], TREES["sparse4"], "cuda_graph")
     with pytest.raises(ParamsError, match="compile='fast' is not allowed; allowed: none, inductor, cuda_graph, inductor_graph"):

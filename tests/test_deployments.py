@@ -1,4 +1,4 @@
-"""Deployments side by side (`measure.deployments`) and Figure 4 for a CPU (`report.nb06_latency`): what make bench and
+"""Deployments side by side (`measure.deployments`) and Figure 4 for a CPU (`report.projection`): what make bench and
 notebook 06 time and how the table beside the paper's devices is made of it."""
 
 import math
@@ -16,7 +16,7 @@ from helpers.method.drafters import make_drafter
 from helpers.method.stack import FusedCore
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampler import frame_uniforms
-from helpers.report.nb06_latency import figure4_rows, projected
+from helpers.report.projection import figure4_rows, projected
 from helpers.report.paper import paper_tokens_per_step
 
 SPEC = TinyTalkerSpec(hidden_size=32, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=32,
@@ -136,7 +136,7 @@ def test_projected_speedup_and_the_table_beside_the_papers_devices():
 
 
 def test_report_sections_from_the_metrics_notebook_06_writes():
-    from helpers.report.nb06_latency import figure4_report_lines as report_lines
+    from helpers.report.projection import figure4_report_lines as report_lines
     grid = {"w8a8": {"ar_ms": 6.0, "by_n": {"16": {"q": 17, "call_ms": 12.0, "overhead": 1.0},
                                             "32": {"q": 33, "call_ms": 18.0, "overhead": 2.0}}},
             "bfloat16": {"ar_ms": 10.0, "by_n": {"32": {"q": 33, "call_ms": 30.0, "overhead": 2.0}}}}
@@ -151,7 +151,7 @@ def test_report_sections_from_the_metrics_notebook_06_writes():
     assert f"the best is w8a8 at N = 16, {paper_tokens_per_step(16) / 2:.2f}x" in text and "bf16" in text
     assert f"**{paper_tokens_per_step(32) * 6 / 18:.2f}x** against the fastest AR call" in text   # w8a8's own 6 ms
     assert "projections 7.00" in text and report_lines({}) == []
-    from helpers.report.nb06_latency import overhead_figure
+    from helpers.report.projection import overhead_figure
     fig = overhead_figure(grid, "this CPU")                      # keys as JSON gives them back
     assert len(fig.axes[0].lines) == 2 and fig.axes[0].get_xscale() == "log"
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]

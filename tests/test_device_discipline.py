@@ -15,7 +15,7 @@ from device_check import DEVICE, backend_device_check, device_check, mix_errors
 from drafting import TREES, random_drafters
 from helpers.adapter.tiny import build_tiny_talker
 from helpers.method.calibration import acceptance_table, uncapped_table
-from helpers.method.ceiling import drafter_ceiling
+from helpers.method.ceiling import ceiling_mean, ceiling_sums
 from helpers.method.diagnostics import diagnostics
 from helpers.method.decoding import Decoder
 from helpers.method.drafters import make_drafter
@@ -63,7 +63,7 @@ def test_checker_refuses_cpu_tensors_meeting_the_model(talker):
         ar = Decoder(p, SAMPLER)
         k, v, _, codes = ar.buffers(1)
         with pytest.raises(error, match=pattern):                                           # the AR loop meets it
-            ar.frame(g.to(dev), c0.to(dev), k, v, cpu_u[0], codes)
+            ar.runner.frame(g.to(dev), c0.to(dev), k, v, cpu_u[0], codes)
         with pytest.raises(error, match=pattern):                                           # no device given
             p.c0_embedding.weight[:3] + torch.arange(p.c0_embedding.weight.shape[1])
         u = frame_uniforms(torch.Generator().manual_seed(0), p.num_codes, batch=1, device=dev)
@@ -102,7 +102,7 @@ def test_training_acceptance_and_ceiling(talker):
             assert len(losses) == 2
             a = acceptance_table(d, h.for_drafter(d)[:], codes, width=4)
             assert a.shape == (3, 4) and bool(((a >= 0) & (a <= 1)).all())
-        ceiling, covered = drafter_ceiling(p, g[:1], codes[:1], SAMPLER, depth=2, width=4, m=2, beam=8)
+        ceiling, covered = ceiling_mean(*ceiling_sums(p, g[:1], codes[:1], SAMPLER, depth=2, width=4, m=2, beam=8))
         assert ceiling.shape == (2, 2) and covered.shape == (2,)
         assert uncapped_table(d, h[:], codes, 8, width=4).shape[1] >= 9
         diag = diagnostics(p, {"medusa": d}, g, codes, SAMPLER, 3, ideal_frames=torch.tensor([1], device=dev),
@@ -143,7 +143,8 @@ def test_shard_extraction(backend, tmp_path):
 # -- the evaluation stage path: cached stages on the qwen3 backend ---------------------------------------
 def test_stages_on_the_device(qwen3_tiny, tmp_path, short):
     from helpers.experiment.stages import stages
-    from helpers.experiment.stages.quality import control_codes, transcribed_runs
+    from helpers.experiment.stages.quality import control_codes
+    from qwen3_tiny import transcribed_runs
     from helpers.experiment.stages.stage_cache import clear_caches
     from qwen3_tiny import tiny_params
     P = tiny_params(qwen3_tiny, output_dir=str(tmp_path), languages=["en"], train_samples=4, validation_samples=2,

@@ -1,5 +1,5 @@
 """Whole frames at the real code predictor's size (`helpers.measure.full_size_frames`) and their story
-(`helpers.report.nb06_latency`): the table's fields and counts, the frame model's arithmetic, sentences read off the
+(`helpers.report.full_size`): the table's fields and counts, the frame model's arithmetic, sentences read off the
 numbers they were built from."""
 
 import json
@@ -10,7 +10,7 @@ import torch
 from helpers.experiment.bench.inner_loop_pack import load_pack
 from helpers.measure.full_size_frames import format_full_size, frame_model, full_size_frames, full_size_rows, projected
 from helpers.report.nb06_engines import engines_md, peers_rows
-from helpers.report.nb06_latency import full_size_figure, full_size_md
+from helpers.report.full_size import full_size_figure, full_size_md
 
 
 def test_the_frame_model_recovers_a_frame_it_was_built_from():

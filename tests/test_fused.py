@@ -17,8 +17,7 @@ from drafting import TABLE, random_drafters
 from helpers.method.calibration import greedy_tree
 from helpers.method.decoding import Decoder
 from helpers.method.export_step import DraftingStep
-from helpers.method.stack import FusedCore, KVCache, causal_mask
-from helpers.method.views import ViewStep
+from helpers.method.stack import FusedCore, KVCache, ViewStep, causal_mask
 from helpers.method.round import Drafts, Prefill
 from helpers.method.sampler import SamplerConfig
 from helpers.method.tree import SparseTree, TreeIndex
@@ -107,7 +106,7 @@ def test_fused_call_equals_step_by_step(tiny, tree_name, drafter_name, t, pruned
 
 def test_ar_call_and_prefill_equal_step_by_step(tiny):
     spec, _, cp = tiny
-    step = Decoder(cp, SamplerConfig()).step
+    step = Decoder(cp, SamplerConfig()).modules.verify
     assert step.q == 1 and step.outputs == ("logits", "k_new", "v_new")
     g, c0 = frame_inputs(spec, 3, seed=4)
     cache = cp.new_cache(3)

@@ -13,8 +13,8 @@ from helpers.experiment.bench.inner_loop_pack import load_pack
 from helpers.measure.kernel_counts import format_kernel_counts, kernel_counts
 from helpers.method.decoding import Decoder
 from helpers.method.sampler import frame_uniforms
-from helpers.report.nb06_latency import (gpu_frame_rows, gpu_round_rows, gpu_sentence, gpu_summary,
-                                         load_gpu_reference)
+from helpers.report.gpu_reference import (gpu_frame_rows, gpu_round_rows, gpu_sentence, gpu_summary,
+                                          load_gpu_reference)
 from test_compiled import SAMPLER, frames
 
 ROOT = Path(__file__).resolve().parents[1]

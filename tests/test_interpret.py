@@ -1,11 +1,13 @@
-"""The sentences that interpret a run's numbers (helpers.report.nb02_drafters, nb03_tree, nb04_decoding, nb05_quality):
+"""The sentences that interpret a run's numbers (helpers.report.nb02_drafters, nb03_tree, nb04_decoding, nb05_quality,
+losslessness, quality_parity):
 gaps, the tree / drafter split, the paired test and its power."""
 
 import pytest
 
 from helpers.report.nb03_tree import room_sentence
 from helpers.report.nb04_decoding import expected_gaps, gap_sentence, language_lead_sentence, tree_drafter_split
-from helpers.report.nb05_quality import asr_has_signal, intelligibility, paired_test
+from helpers.report.nb05_quality import intelligibility, paired_test
+from helpers.report.quality_parity import asr_has_signal
 
 
 def test_gaps_and_their_sentence():
@@ -56,7 +58,7 @@ def test_intelligibility_and_asr_signal():
 
 
 def test_exact_mode_prints_no_chi_square_that_cannot_fail():
-    from helpers.report.nb04_decoding import lossless_lines
+    from helpers.report.losslessness import lossless_lines
     par = {"p_values": [1.0] * 16, "p_min_adjusted": 1.0, "rejected": False, "samples": [10, 10], "alpha": 0.001}
     lo = {"frames_identical": 10, "frames_compared": 10, "exact": True, "inner_loop_dtype": "float64", "parity": par}
     exact = "\n".join(lossless_lines(lo, "float64"))

@@ -9,9 +9,8 @@ from drafting import TREES
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from helpers.method.decoding import Decoder
 from helpers.method.drafters import make_drafter, top_candidates
-from helpers.method.stack import FusedCore, FusedStep
-from helpers.method.views import ViewStep
-from helpers.method.kernels import (KERNELS, RUNTIMES, check_kernel, effective_weight, fits, int8_per_channel, make_linear,
+from helpers.method.stack import FusedCore, FusedStep, ViewStep
+from helpers.method.kernels import (KERNELS, RUNTIMES, check_kernel, fits, in_features, int8_per_channel, make_linear,
                                     unsupported)
 from helpers.method.parity import code_parity
 from helpers.method.predictor import CodePredictor
@@ -24,6 +23,12 @@ DTYPE = {"dense": torch.float32, "prepacked": torch.bfloat16, "w8a16": torch.bfl
 
 def _weight(seed=0, shape=(48, 64)):
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 0.05
+
+
+def effective_weight(linear, kernel: str) -> torch.Tensor:
+    """The weight [N, K] a CPU kernel's laid-out linear multiplies by, read back through it (identity rows in, in the
+    kernel's dtype): a one-hot row picks one input column exactly, so this is the kernel's rounded copy of W."""
+    return linear(torch.eye(in_features(linear), dtype=DTYPE[kernel])).t()
 
 
 def refused_here(kernel: str, make) -> bool:
@@ -42,7 +47,7 @@ def test_prepacked_weights_are_the_bfloat16_source():
     w = _weight().bfloat16()
     if refused_here("prepacked", lambda: make_linear(w, "prepacked")):
         return
-    assert torch.equal(effective_weight(make_linear(w, "prepacked")), w)
+    assert torch.equal(effective_weight(make_linear(w, "prepacked"), "prepacked"), w)
     x = torch.randn(1, 5, 64).bfloat16()
     assert torch.equal(make_linear(w, "prepacked")(x), torch.matmul(x, make_linear(w, "dense")))
 
@@ -54,7 +59,7 @@ def test_int8_weights_are_the_source_rounded_per_channel(kernel):
     w = w.float()
     assert w8.dtype == torch.int8 and w8.abs().max() == 127 and scale.shape == (48,)
     assert ((w8.float() * scale[:, None] - w).abs() <= scale[:, None] / 2 + 1e-7).all()   # nearest of 255 levels
-    eff = effective_weight(make_linear(w.to(DTYPE[kernel]), kernel)).float()
+    eff = effective_weight(make_linear(w.to(DTYPE[kernel]), kernel), kernel).float()
     if kernel == "w8a16":                                          # bfloat16 scales, bfloat16 out
         expected = (w8.float() * scale.bfloat16().float()[:, None]).bfloat16().float()
         assert torch.equal(eff, expected)
@@ -82,7 +87,7 @@ def test_a_kernel_refuses_what_it_cannot_run():
     packed = predictor.with_kernel("w8a8")
     assert packed.official is predictor.official and predictor.kernel == "dense"      # shared modules, not copied
     with pytest.raises(ValueError, match="compiled decoders take a predictor with kernel 'dense'"):
-        Decoder(packed, SamplerConfig(), compile="inductor", rounds_per_graph=(14, 14))
+        Decoder(packed, SamplerConfig(), compile_mode="inductor", rounds_per_graph=(14, 14))
     step = FusedStep(FusedCore(packed), None)
     with pytest.raises(ValueError, match="kernel 'w8a8' runs in the CPU's eager call"):
         torch.jit.trace(step, step.example_inputs(1))                 # the gathered call (tracing, export, graphs)

@@ -113,7 +113,9 @@ def test_the_papers_formula_is_never_called_measured():
     from pathlib import Path
 
     from helpers.artifacts import load_json
-    from helpers.report.nb08_report import legacy_keys_renamed, results_block, sections
+    from helpers.report.legacy_metrics import legacy_keys_renamed
+    from helpers.report.nb08_report import sections
+    from helpers.report.readme_results import results_block
     from helpers.report.paper import kind_problems, paper_speedup
 
     bad = ["| 0.6B shape: projected speedup | 1.27x projected | 2.13x measured (M3 Pro, N = 32) |",

@@ -8,8 +8,8 @@ import nbformat
 import pytest
 
 from helpers.measure.latency import latency_table
-from helpers.report.nb06_latency import (CHEAP_VERIFY, COLUMNS, call_cost, latency_rows, latency_section,
-                                            verify_bound)
+from helpers.report.latency_sweep import COLUMNS, call_cost
+from helpers.report.nb06_latency import CHEAP_VERIFY, latency_rows, latency_section, verify_bound
 
 ROOT = Path(__file__).resolve().parents[1]
 

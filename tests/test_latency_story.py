@@ -1,4 +1,5 @@
-"""Notebook 06's paragraphs (`helpers.report.nb06_latency`): built from the numbers they interpret, so a changed
+"""Notebook 06's paragraphs (`helpers.report.nb06_latency`, `helpers.report.deployments`,
+`helpers.report.projection`): built from the numbers they interpret, so a changed
 number changes the sentence, and a timing is named once (AR call, AR step, frame)."""
 
 import json
@@ -6,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.report.nb06_latency import (bench_file, best_md, deployments_md, figure4_md, profile_md,
-                                          side_by_side_rows, sweep_md)
+from helpers.report.deployments import deployments_md
+from helpers.report.nb06_latency import best_md, profile_md, side_by_side_rows, sweep_md
+from helpers.report.projection import bench_file, figure4_md
 from helpers.report.paper import PAPER
 
 ROOT = Path(__file__).resolve().parent.parent

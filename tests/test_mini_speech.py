@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from helpers.backends.mini import asr, corpus, espeak
+from helpers.backends.mini import asr, corpus, espeak, speech
 
 
 # ---- corpus -------------------------------------------------------------------------------
@@ -69,7 +69,7 @@ def test_synthesis_all_languages(lang):
 
 def test_speakers_differ():
     text = "The farmer waters the flowers."
-    outs = [espeak.speak_as(text, "en", name)[0] for name in espeak.SPEAKERS]
+    outs = [speech.speak("en", text, name).audio for name in espeak.SPEAKERS]
     lengths = {len(a) for a in outs}
     assert len(lengths) > 1 or len({a.tobytes() for a in outs}) == len(outs)
 

@@ -1,11 +1,13 @@
-"""The paper's four figures (helpers.report.plots) build from real decoded rounds and a real latency run,
-with labelled axes; the round recorder (helpers.method.rounds) reproduces what the decoder did."""
+"""The paper's four figures (helpers.report.decoding_figures, helpers.report.speed_figures) build from real decoded
+rounds (helpers.measure.walkthrough) and a real latency run, with labelled axes; the round recorder
+(helpers.method.rounds) reproduces what the decoder did."""
 
 import pytest
 import torch
 
 from conftest import SPECS, frame_inputs
 from helpers.adapter.tiny import build_tiny_talker
+from helpers.measure import walkthrough
 from helpers.measure.latency import latency_metrics
 from helpers.method.calibration import REFERENCE_TABLE, greedy_tree
 from helpers.method.decoding import Decoder
@@ -13,7 +15,7 @@ from helpers.method.drafters import PositionOffsets, ReusedHeads
 from helpers.method.predictor import CodePredictor
 from helpers.method.rounds import round_records
 from helpers.method.sampler import SamplerConfig, frame_uniforms
-from helpers.report import plots as pf
+from helpers.report import decoding_figures, plots, speed_figures
 from helpers.report.paper import PAPER, paper_figure4
 
 FRAMES = 6
@@ -73,11 +75,11 @@ def labelled(ax) -> bool:
 
 
 def test_loop_calls_reproduce_the_papers_arithmetic():
-    c = pf.loop_calls(12.5, 15, PAPER["figure4_latency"]["acceptance_ceiling"][32])
+    c = walkthrough.loop_calls(12.5, 15, PAPER["figure4_latency"]["acceptance_ceiling"][32])
     assert c["ar"]["per_second"]["total"] == 200 and c["ar"]["per_second"]["inner"] == 187.5
     assert round(c["speculative"]["per_second"]["total"]) == PAPER["inner_loop"]["sequential_calls_per_second_with_speculation"]
     with pytest.raises(ValueError, match="tokens_per_step"):
-        pf.loop_calls(12.5, 15, 0.5)
+        walkthrough.loop_calls(12.5, 15, 0.5)
 
 
 def test_figures_1_to_3_build_from_a_real_round(run):
@@ -85,16 +87,17 @@ def test_figures_1_to_3_build_from_a_real_round(run):
     dec = Decoder(predictor, SamplerConfig(), PositionOffsets(predictor, 3), greedy_tree(REFERENCE_TABLE, 8))
     res = dec.decode_frame(g[:1], c0[:1], u[:1])
     rec = round_records(dec, res)[0]
-    fig1 = pf.nested_loops(pf.loop_calls(12.5, 15, res.tokens_per_step), "this run", pf.loop_calls(12.5, 15, 2.47))
+    fig1 = decoding_figures.nested_loops(walkthrough.loop_calls(12.5, 15, res.tokens_per_step), "this run",
+                                         walkthrough.loop_calls(12.5, 15, 2.47))
     schematic, bars = fig1.axes
     assert schematic.get_title() and bars.get_ylabel() and len(bars.get_xticklabels()) == 3
-    fig2 = pf.tree_packing(rec, int(c0[0]), res.codes[0].tolist())
+    fig2 = decoding_figures.tree_packing(rec, int(c0[0]), res.codes[0].tolist())
     tree_ax, mask_ax = fig2.axes[:2]
     assert tree_ax.get_xlabel() and labelled(mask_ax)
     assert len(mask_ax.get_xticklabels()) == rec.cache_length + len(rec.tokens)
     assert len(mask_ax.get_yticklabels()) == len(rec.tokens)
     assert mask_ax.get_xticklabels()[0].get_text() == "g@0"
-    fig3 = pf.one_call(rec, predictor.hidden_size, 3)
+    fig3 = decoding_figures.one_call(rec, predictor.hidden_size, 3)
     texts = [t.get_text() for t in fig3.axes[0].texts]
     assert f"c{rec.t} = {rec.tokens[0]}" in texts and any("offset" in t for t in texts)
     assert sum(t == f"head of c{rec.t + j}" for t in texts for j in range(1, 4)) == len(rec.drafts) == 3
@@ -110,7 +113,7 @@ def test_figure4_builds_from_a_real_latency_run_with_the_papers_devices(run):
     paper = paper_figure4(PAPER["figure4_latency"])
     assert paper["devices"]["iphone_12"]["derived"][16] == pytest.approx(2.25 / 1.82 - 1)
     assert paper["devices"]["macbook_m3_pro"]["overhead"] == {32: 0.136}
-    fig = pf.speedup_and_overhead(lat["by_n"], lat["device"], lat["frames"], 2, paper)
+    fig = speed_figures.speedup_and_overhead(lat["by_n"], lat["device"], lat["frames"], 2, paper)
     speed, cost = fig.axes
     assert labelled(speed) and labelled(cost) and cost.get_xscale() == cost.get_yscale() == "log"
     assert [t.get_text() for t in cost.get_xticklabels()] == ["1", "5", "9", "17", "33", "65"]
@@ -126,11 +129,11 @@ def test_figure4_builds_from_a_real_latency_run_with_the_papers_devices(run):
 def test_example_round_is_the_first_with_accepted_drafts(run):
     talker, predictor, g, c0, u = run
     dec = Decoder(predictor, SamplerConfig(), PositionOffsets(predictor, 3), greedy_tree(REFERENCE_TABLE, 8))
-    f, i, rec, res = pf.example_round(dec, g, c0, u)
+    f, i, rec, res = walkthrough.example_round(dec, g, c0, u)
     assert rec.accepted >= 1 and round_records(dec, res)[i].accepted == rec.accepted
     for earlier in range(f):                                      # no earlier frame had an accepted draft
         assert max(dec.decode_frame(g[earlier:earlier + 1], c0[earlier:earlier + 1], u[earlier:earlier + 1]).accepted) == 0
-    f, i, rec, res = pf.example_round(dec, g, c0, u, min_accepted=99)
+    f, i, rec, res = walkthrough.example_round(dec, g, c0, u, min_accepted=99)
     assert (f, i) == (0, 0)
 
 
@@ -142,7 +145,7 @@ def test_frames_tokens_per_step_counts_the_decoders_calls(run):
     u0 = frame_uniforms(torch.Generator().manual_seed(5), predictor.num_codes, batch=1)
     oracle.codes = Decoder(predictor, SamplerConfig()).decode_frame(g[:1], c0[:1], u0).codes[0]
     dec = Decoder(predictor, SamplerConfig(), oracle, SparseTree.chain(3))
-    assert pf.frames_tokens_per_step(dec, g[:1], c0[:1], seed=5) == 3.0   # prefill + 4 rounds: c1 | 4 | 4 | 4 | 2
+    assert walkthrough.frames_tokens_per_step(dec, g[:1], c0[:1], seed=5) == 3.0   # prefill + 4 rounds: c1 | 4 | 4 | 4 | 2
 
 
 def _overlapping_labels(fig, ax, axis="x") -> list[tuple[str, str]]:
@@ -156,12 +159,11 @@ def _overlapping_labels(fig, ax, axis="x") -> list[tuple[str, str]]:
 
 
 def test_tick_labels_of_close_tree_sizes_never_collide():
-    from helpers.report import plots
-    from helpers.report.nb06_latency import overhead_figure
+    from helpers.report.projection import overhead_figure
     ns = [4, 8, 15, 16, 31, 32, 47, 63, 64]
     by_n = {n: {"tokens_per_step": 1 + 0.3 * i, "realised_speedup": 1.0, "overhead": 0.1 * i, "measured_speedup": 1.1}
             for i, n in enumerate(ns)}
-    fig = pf.speedup_and_overhead(by_n, "cpu", 10, 10, paper_figure4(PAPER["figure4_latency"]))
+    fig = speed_figures.speedup_and_overhead(by_n, "cpu", 10, 10, paper_figure4(PAPER["figure4_latency"]))
     speed, cost = fig.axes
     assert not _overlapping_labels(fig, speed) and not _overlapping_labels(fig, cost)
     assert not _overlapping_labels(fig, cost, "y")
@@ -170,7 +172,7 @@ def test_tick_labels_of_close_tree_sizes_never_collide():
     fig = plots.tokens_vs_tree_size({"offsets": {n: 1 + 0.1 * i for i, n in enumerate(ns)}})
     assert not _overlapping_labels(fig, fig.axes[0])
     row = {"layers": 1.0, "heads": 0.2, "sample": 0.1, "query": 0.01, "walk": 0.01, "commit": 0.01, "ratio": 0.5}
-    fig = plots.round_phases({"ar": row, "trees": {str(n): row for n in ns}}, "cpu")
+    fig = speed_figures.round_phases({"ar": row, "trees": {str(n): row for n in ns}}, "cpu")
     ax = fig.axes[0]
     assert not _overlapping_labels(fig, ax) and [t.get_text() for t in ax.get_xticklabels()][1:] == [str(n) for n in ns]
     assert ax.get_xlabel() and ax.get_ylabel()
@@ -181,7 +183,6 @@ def test_tick_labels_of_close_tree_sizes_never_collide():
 
 
 def test_position_axes_tick_integers_and_legends_leave_the_data_alone():
-    from helpers.report import plots
     fig = plots.topm_accuracy({"a": [[0.3, 0.2, 0.1, 0.1, 0.05]] * 3, "b": [[0.2, 0.2, 0.1, 0.1, 0.1]] * 3}, "t")
     for ax in fig.axes:
         assert all(float(x).is_integer() for x in ax.get_xticks()) and ax.get_legend() is None

@@ -7,8 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.report.nb05_quality import (codec_loss, language_section, mean_std, parity_gap, phase_costs,
-                                          quality_table, scored_languages)
+from helpers.report.nb05_quality import codec_loss, language_section, mean_std, phase_costs, quality_table
+from helpers.report.quality_parity import parity_gap, scored_languages
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "outputs" / "mini-reference" / "metrics.json"

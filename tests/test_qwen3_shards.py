@@ -1,5 +1,6 @@
 """Scale-out: two real processes (launched as torchrun would: RANK / WORLD_SIZE) extract their shards, the merge
-equals what one process extracts; evaluation shards merge to the single-process rows."""
+equals what one process extracts; evaluation shards (`evaluate_shard`, written here over the evaluation stages'
+synthesis and ASR, `qwen3_tiny.transcribed_runs`) merge to the single-process rows."""
 
 import os
 import subprocess
@@ -11,17 +12,44 @@ import torch
 import yaml
 
 from drafting import TREES, random_drafters
-from helpers.artifacts import load_json, load_tensors
+from helpers.artifacts import load_json, load_tensors, save_json
 from helpers.method.decoding import Decoder
-from helpers.backends.text import TextNormalizer, error_rate
 from helpers.experiment.stages.quality import STREAM_STRIDE
-from helpers.experiment.stages.shards import (error_rates, evaluate_shard, extract_shard, launcher_shard, main,
-                                              merge_shards, shard_of)
+from helpers.experiment.stages.shards import extract_shard, launcher_shard, main, merge_shards, shard_of, shard_stem
 from helpers.method.sampler import SamplerConfig
-from qwen3_tiny import tiny_params
+from qwen3_tiny import tiny_params, transcribed_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 ROLES = ("train", "calibration")
+
+
+def evaluate_shard(backend, systems: dict, seeds: list[int], folder, shard_index: int = 0,
+                   num_shards: int = 1, name: str = "evaluation", independent: bool = True) -> Path:
+    """Free-running synthesis of this shard's evaluation utterances by every system and seed, with transcripts.
+
+    systems: name -> decoder ("ar" or a `Decoder`). One row per (utterance, seed, system), made by the evaluation
+    stages' synthesis and ASR (`qwen3_tiny.transcribed_runs`), written to DIR/<name>-shard-<i>-of-<n>.json.
+    Utterance i of the role (its index over all shards) under seed s is synthesised with seed s + k * STREAM_STRIDE
+    + i by the k-th system: independent random streams, as the paper compares systems (`independent=False`: every
+    system on s + i, the same codes where decoding is lossless).
+    """
+    records = backend.records("evaluation")
+    block = shard_of(list(range(len(records))), shard_index, num_shards)
+    samples = backend.encode([records[i] for i in block])
+    streams = {system: (k if independent else 0) * STREAM_STRIDE for k, system in enumerate(systems)}
+    runs = {(seed, system): transcribed_runs(backend, samples, decoder, [seed + streams[system] + i for i in block])
+            for seed in seeds for system, decoder in systems.items()}
+    rows = []
+    for i, s in zip(block, samples):                 # utterance order: the merged shards are one process's rows
+        for (seed, system), done in runs.items():
+            syn, hyp, seconds = done[block.index(i)]
+            rows.append(dict(id=s.id, lang=s.lang, system=system, seed=seed,
+                             synthesis_seed=seed + streams[system] + i, frames=len(syn.calls),
+                             tokens=len(syn.calls) * (syn.codes.shape[1] - 1), calls=sum(syn.calls),
+                             reference=s.text, transcript=hyp, audio_seconds=seconds))
+    stem = shard_stem(folder, name, shard_index, num_shards)
+    save_json(stem.with_suffix(".json"), {"rows": rows})
+    return stem
 
 
 def test_shard_blocks_cover_the_items_in_order(monkeypatch, qwen3_tiny):
@@ -83,13 +111,3 @@ def test_evaluation_shards_merge_to_the_single_process_rows(backend, tmp_path, q
         assert ar["audio_seconds"] > 0 and ar["calls"] == 15 * ar["frames"] and spec["calls"] < 15 * spec["frames"]
         if not independent:                       # same codes, so the same audio and transcript
             assert ar["transcript"] == spec["transcript"] and ar["frames"] == spec["frames"]
-
-
-def test_error_rates_summarise_seeds_per_language_and_system():
-    row = dict(lang="en", system="ar", frames=10, tokens=150, calls=150, reference="the cat sat")
-    rows = [{**row, "seed": 0, "transcript": "the cat sat"}, {**row, "seed": 1, "transcript": "the cat"},
-            {**row, "system": "offsets", "seed": 0, "calls": 60, "transcript": "a cat sat"}]
-    summary = error_rates(rows, lambda refs, hyps, lang: error_rate(refs, hyps, lang, TextNormalizer()))
-    assert summary[0] == dict(lang="en", system="ar", seeds=2, error_rate=pytest.approx(1 / 6),
-                              error_rate_std=pytest.approx((2 * (1 / 6) ** 2) ** 0.5), tokens_per_step=1.0)
-    assert summary[1]["seeds"] == 1 and summary[1]["tokens_per_step"] == 2.5

@@ -3,7 +3,7 @@
 - README.md has at most 200 lines;
 - it holds no machine path outside the project, no ISO date and no issue-tracker reference (a measurement history
   belongs in git), and neither do the docs pages, except probe records (`docs/*-probe.md`);
-- its results block is the one `helpers.report.nb08_report` generates from the committed reference run;
+- its results block is the one `helpers.report.readme_results` generates from the committed reference run;
 - every relative link in README.md and docs/*.md points to a file inside the project that exists;
 - the README links every docs page, and every docs page it links exists.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.report.nb08_report import BEGIN, END, results_block
+from helpers.report.readme_results import BEGIN, END, results_block
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -92,7 +92,7 @@ def test_the_results_block_is_generated_from_the_reference_run():
     expected = results_block(REFERENCE_RUN)
     assert readme_block(README.read_text()) == expected, (
         "README.md's results block differs from the reference run's: "
-        ".venv/bin/python -m helpers.report.nb08_report outputs/mini-reference --write README.md")
+        ".venv/bin/python -m helpers.report.readme_results outputs/mini-reference --write README.md")
 
 
 @pytest.mark.parametrize("page", ["README.md"] + [f"docs/{p.name}" for p in docs_pages()])

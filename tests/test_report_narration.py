@@ -10,7 +10,9 @@ from helpers.report import nb01_data as codec_levels, nb03_tree as tree_tables, 
 from helpers.report.nb01_data import built_on, held_out_words
 from helpers.report.nb02_drafters import gap_share_sentence, offsets_logit_bias, translation_sentence
 from helpers.report.nb05_quality import recogniser_line
-from helpers.report.nb08_report import REPORT_NOTEBOOK, language_lead, wall_time_line
+from helpers.report.nb08_report import REPORT_NOTEBOOK, wall_time_line
+from helpers.report.nb08_summary import language_lead
+from helpers.report.quality_parity import silent_wer_sentence
 
 
 def _lang(per_gt, per_codec, ar, spec, frames_ar=30, frames_spec=30, wer_codec=None):
@@ -38,9 +40,9 @@ def test_paired_rows_pair_each_utterance_and_skip_languages_without_them():
 
 
 def test_the_wer_is_said_silent_only_where_the_codec_round_trip_scores_above_the_limit():
-    text = paired_per.silent_wer_sentence(SECTION, ["en", "de", "fr"])
+    text = silent_wer_sentence(SECTION, ["en", "de", "fr"])
     assert text.startswith("**The WER columns carry no signal** for en:") and "90%" in text
-    assert paired_per.silent_wer_sentence(SECTION, ["de", "fr"]) is None
+    assert silent_wer_sentence(SECTION, ["de", "fr"]) is None
 
 
 def test_frame_counts_name_the_languages_whose_runs_stopped_elsewhere():
@@ -114,6 +116,30 @@ def test_the_ideal_drafter_sentence_names_where_a_drafter_exceeds_it():
     assert "at depth 2 offsets exceeds the ideal drafter's top-1 (0.300 vs 0.250" in text and "covering 0.90" in text
     assert "depth 1" not in text and "10 ideal-drafter frames against 100" in text
     assert "no trained drafter exceeds" in tree_tables.ideal_drafter_sentence(rows[:1], ["offsets"], 10, 100)
+
+
+def test_the_two_per_depth_tables_say_what_they_measure_and_why_they_differ():
+    from helpers.method.diagnostics import DraftScores
+
+    def scores(acc, frames):                             # [depth] mean acceptance, the same at every start t
+        t = torch.tensor([acc, acc], dtype=torch.float64, device="cpu")
+        return DraftScores(t, t, frames)
+    s = {"own": scores([0.5, 0.5], 100), "offsets": scores([0.31, 0.22], 100), "ideal": scores([0.48, 0.47], 10),
+         "own_ideal_frames": scores([0.55, 0.54], 10)}
+    rows = tree_tables.top1_rows({"offsets": [[0.30, 0.1], [0.24, 0.1]], "ideal drafter": [[0.45, 0.1], [0.43, 0.1]]},
+                                 [1.0, 0.97], depth=2)
+    head = tree_tables.top1_heading(100, 10)
+    assert "the code the code predictor then sampled" in head and "100 free-running calibration frames" in head
+    assert "whether or not the shallower drafts matched" in head and "on 10 of those frames" in head
+    head = tree_tables.acceptance_heading(s)
+    assert "given the true earlier codes" in head and "100 teacher-forced validation frames" in head
+    assert "the ideal drafter only on 10 of them" in head
+    assert "ideal drafter" not in tree_tables.acceptance_heading({"own": s["own"]})
+    text = tree_tables.tables_differ_sentence(rows, s)
+    assert "Neither per-depth table is conditional on the parent being accepted" in text
+    assert "agree within 0.020 at every depth" in text                    # offsets: |0.24 - 0.22|
+    assert "differ from those above by +0.03 to +0.04" in text and "accepts 0.54-0.55 against 0.50-0.50 on all 100" in text
+    assert "ideal" not in tree_tables.tables_differ_sentence(rows, {k: s[k] for k in ("own", "offsets")})
 
 
 def test_the_gap_share_and_translation_sentences():

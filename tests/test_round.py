@@ -6,7 +6,8 @@ import torch
 
 from drafting import TREES
 from helpers.method.stack import commit_kv
-from helpers.method.tree import TreeIndex, accept
+from helpers.method.round import accept, pack_query
+from helpers.method.tree import TreeIndex
 
 
 def walk_by_definition(tree, tokens: list[int], ys: list[int]) -> int:

@@ -129,7 +129,7 @@ def test_a_runtime_follows_new_weights():
     with torch.no_grad():
         for head in predictor.official.lm_head:
             head.weight.mul_(-1.0)                                     # other logits, other codes
-    decoder.reload()
+    decoder.core.refresh()                                          # lay the changed weights out again
     after = decoder.decode_frame(g, c0, u).codes
     assert torch.equal(after, Decoder(predictor, sampler).decode_frame(g, c0, u).codes)
     assert not torch.equal(before, after)
@@ -138,7 +138,7 @@ def test_a_runtime_follows_new_weights():
 def test_a_runtime_refuses_what_it_cannot_run(predictor):
     deployed = predictor.with_kernel("ort-w8a8")
     with pytest.raises(ValueError, match="compiled decoders take a predictor with kernel 'dense'"):
-        Decoder(deployed, SamplerConfig(), compile="inductor", rounds_per_graph=(14, 14))
+        Decoder(deployed, SamplerConfig(), compile_mode="inductor", rounds_per_graph=(14, 14))
     ar = Decoder(deployed, SamplerConfig())
     g, c0 = random_frame_inputs(SPEC.talker_hidden_size, SPEC.talker_vocab_size, 2, torch.Generator().manual_seed(1),
                                 torch.float32)

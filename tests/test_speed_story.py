@@ -1,14 +1,15 @@
-"""The speed story's numbers and the sentences that interpret them (`helpers.report.nb06_latency`,
-`helpers.report.paper`): each sentence is checked against the numbers it was built from, so a sentence
-that contradicted them (a direction assumed, a best N explained by a trend the sweep does not show, a derived or
-inferred paper value called the paper's) fails here."""
+"""The speed story's numbers and the sentences that interpret them (`helpers.report.latency_sweep`,
+`helpers.report.nb06_latency`, `helpers.report.projection`, `helpers.report.deployments`, `helpers.report.paper`):
+each sentence is checked against the numbers it was built from, so a sentence that contradicted them (a direction
+assumed, a best N explained by a trend the sweep does not show, a derived or inferred paper value called the paper's)
+fails here."""
 
 import pytest
 
-from helpers.report.nb06_latency import (ceiling_provenance, ceiling_text, fastest_exact_ar, projection_at,
-                                       projection_sentence)
-from helpers.report.nb06_latency import (best_n_sentence, call_cost_sentence, measured_against_realised,
-                                            paper_arithmetic, three_estimates)
+from helpers.report.latency_sweep import best_n_sentence, call_cost_sentence, measured_against_realised
+from helpers.report.nb06_latency import three_estimates
+from helpers.report.paper import ceiling_provenance, ceiling_text, paper_arithmetic
+from helpers.report.projection import fastest_exact_ar, projection_at, projection_sentence
 
 GRID = {"rounds": 3,
         "w8a8": {"ar_ms": 5.0, "by_n": {"32": {"call_ms": 40.0, "overhead": 7.0}}},
@@ -72,7 +73,7 @@ def test_the_arithmetic_holds_and_two_harnesses_are_named_apart():
 
 
 def test_the_miniatures_frames_compare_measured_lossless_loops_and_show_a_differing_one_apart():
-    from helpers.report.nb06_latency import exact_frames, frames_rows, frames_sentence
+    from helpers.report.deployments import exact_frames, frames_rows, frames_sentence
     frames = {"frames": 100, "official": "official@float32",
               "systems": {"ar@bfloat16": {"frame_ms": 5.0, "tokens_per_step": 1.0},
                           "ar@w8a16": {"frame_ms": 10.0, "tokens_per_step": 1.0},
@@ -100,7 +101,7 @@ def test_the_checks_derived_values_are_the_figures_derived_values():
 
 
 def test_best_projected_takes_the_largest_speedup_and_counts_none_as_zero():
-    from helpers.report.nb06_latency import best_projected
+    from helpers.report.projection import best_projected
     proj = {"bf16": {"best_speedup": 0.8}, "w8a16": {"best_speedup": 1.1}, "fp32": {"best_speedup": None}}
     assert best_projected(proj) == "w8a16"
     assert best_projected({"fp32": {"best_speedup": None}, "bf16": {"best_speedup": 0.2}}) == "bf16"

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.report.nb08_report import MIN_GAP, legacy_keys_renamed, summary_lines, write_report
+from helpers.report.legacy_metrics import legacy_keys_renamed
+from helpers.report.nb08_report import write_report
+from helpers.report.nb08_summary import MIN_GAP, summary_lines
 from helpers.method.diagnostics import share_closed
 
 REFERENCE = Path(__file__).resolve().parents[1] / "outputs" / "mini-reference" / "metrics.json"
@@ -91,7 +93,7 @@ def test_mismatch_sentence_from_the_diagnostics():
 
 
 def test_the_closing_table_says_why_and_refuses_a_share_of_no_gap():
-    from helpers.report.nb08_report import comparison_rows
+    from helpers.report.nb08_comparison import comparison_rows
     m = _metrics(reused=1.5, medusa=2.0, offsets=1.75)
     m["diagnostics"] = {"drafts": {"own": {"acceptance_by_depth": [0.5]}, "reused": {"acceptance_by_depth": [0.3]}},
                         "translation": {"normed": {"shared_share": [0.01, 0.02]}}}

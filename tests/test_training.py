@@ -12,7 +12,7 @@ from helpers.method.sampler import SamplerConfig, frame_uniforms, target_probs
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from drafting import per_head_loss
 from helpers.method.training import (TeacherForcedHidden, TrainConfig, held_out_loss, sampled_targets, soft_labels,
-                                     train_drafter, train_with_sweep)
+                                     sweep_choice, train_drafter)
 
 SPEC = TinyTalkerSpec(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, vocab_size=64,
                       talker_hidden_size=64, logit_scale=10.0, position_ramp=0.5)
@@ -192,15 +192,21 @@ def test_early_stopping_keeps_the_best_held_out_epoch(data):
 
 
 def test_learning_rate_sweep_keeps_the_lowest_held_out_loss(data):
+    """The sweep as the drafters stage runs it: a fresh drafter trained at each learning rate (early stopping), then
+    `sweep_choice` keeps the one whose kept weights have the lowest held-out loss."""
     cp, _, _, _, codes, h = data
     train, held = slice(0, 600), slice(3000, 3300)
-    cfg = TrainConfig(epochs=6, patience=1)
-    drafter, sweep = train_with_sweep(lambda: PositionOffsets(cp), h[train], codes[train], cfg, [1e-5, 1e-2],
-                                      (h[held], codes[held]))
+    runs = {}
+    for lr in (1e-5, 1e-2):
+        drafter = PositionOffsets(cp)
+        runs[lr] = drafter, train_drafter(drafter, h[train], codes[train], TrainConfig(epochs=6, lr=lr, patience=1),
+                                          progress=False, val=(h[held], codes[held]))
+    sweep = sweep_choice({lr: result for lr, (_, result) in runs.items()})
     assert sweep.lr == 1e-2 and sweep.best_val[1e-2] < sweep.best_val[1e-5]        # 1e-5 hardly moves b
-    assert held_out_loss(drafter, h[held], codes[held]) == pytest.approx(sweep.best_val[1e-2], rel=1e-6)
-    with pytest.raises(ValueError, match="at least one learning rate"):
-        train_with_sweep(lambda: PositionOffsets(cp), h, codes, cfg, [], (h[held], codes[held]))
+    assert sweep.result is runs[1e-2][1]
+    assert held_out_loss(runs[sweep.lr][0], h[held], codes[held]) == pytest.approx(sweep.best_val[1e-2], rel=1e-6)
+    with pytest.raises(ValueError, match="a sweep needs at least one training"):
+        sweep_choice({})
 
 
 def test_training_input_errors(data):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from drafting import TREES
-from helpers.method.calibration import expected_accepted, expected_tokens_per_step, greedy_tree
+from helpers.method.calibration import expected_tokens_per_step, greedy_tree, path_probability
 from helpers.method.decoding import Decoder
 from helpers.method.drafters import PositionOffsets, ReusedHeads
 from helpers.method.sampler import SamplerConfig
@@ -51,6 +51,11 @@ def test_offsets_of_wrong_hidden_size_are_refused(tiny):
     _, _, cp = tiny
     with pytest.raises(ValueError, match=rf"expected \[K=3, hidden={cp.hidden_size}\]"):
         PositionOffsets(cp, offsets=torch.zeros(3, cp.hidden_size + 1, dtype=cp.dtype))
+
+
+def expected_accepted(tree, a):
+    """Expected drafts accepted in one round: the sum over the tree's nodes of their path products."""
+    return sum(path_probability(p, a) for p in tree.paths)
 
 
 def _brute_force_best(a, size, depth):

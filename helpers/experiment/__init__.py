@@ -11,7 +11,7 @@
                 `stage_cache` (what a stage's artifacts depend on, the per-process memo, `clear_caches`),
                 `data_stage`, `ideal` (the ideal drafter's jobs), `quality` (PER / WER and parity),
                 `codec_round_trip`, `drift` (the positional mismatch on a controlled model), `shards` (scale-out
-                of extraction and evaluation)
+                of extraction)
     bench/      the benchmarks and estimates: `bench` (`make bench`), `deployment_bench` (every CPU deployment
                 side by side), `inner_loop_pack` (the files `make bench-gpu` reads), `run_size` (how much decoding
                 a run's parameters ask for)

@@ -24,8 +24,6 @@ from helpers.measure.timing import device_sync, interleaved, time_calls
 from helpers.method.compiler import CallCompiler, check_compile_mode
 from helpers.method.decoding import Decoder, frame_decoders
 from helpers.method.drafters import Drafter
-from helpers.method.stack import FusedCore
-from helpers.method.round import ARStep, Round
 from helpers.method.sampler import SamplerConfig, frame_uniforms
 from helpers.method.predictor import CodePredictor
 from helpers.method.tree import SparseTree
@@ -34,7 +32,7 @@ from helpers.method.tree import SparseTree
 @torch.no_grad()
 def side_by_side(predictor: CodePredictor, drafter: Drafter, trees: dict[int, SparseTree], g: torch.Tensor,
                  c0: torch.Tensor, u: torch.Tensor, sampler: SamplerConfig = SamplerConfig(),
-                 compile: str = "inductor", official: bool = True, eager: bool = True,
+                 compile_mode: str = "inductor", official: bool = True, eager: bool = True,
                  warmup_frames: int = 2, seed: int = 0, torch_backend: str | None = None,
                  frame_graph: bool = True, extra: dict | None = None) -> dict:
     """Whole frames of every system, interleaved. g [F, H_talker], c0 [F], u [F, 15], on the model's device.
@@ -51,12 +49,12 @@ def side_by_side(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Sp
     systems: dict[str, object] = {}
     if eager:
         systems["ar"] = None
-    mode = compile
+    mode = compile_mode
     compiled: dict[str, object] = {}
     if mode != "none":
-        compiled[f"ar_{mode}"] = Decoder(predictor, sampler, compile=mode, torch_backend=torch_backend)
+        compiled[f"ar_{mode}"] = Decoder(predictor, sampler, compile_mode=mode, torch_backend=torch_backend)
         if frame_graph:
-            compiled[f"arframe_{mode}"] = Decoder(predictor, sampler, compile=mode, torch_backend=torch_backend,
+            compiled[f"arframe_{mode}"] = Decoder(predictor, sampler, compile_mode=mode, torch_backend=torch_backend,
                                                   rounds_per_graph=(predictor.num_codes - 1, 1))
     for n, tree in trees.items():
         if eager:
@@ -150,7 +148,7 @@ def cuda_graph_comparison(predictor: CodePredictor, drafter: Drafter, trees: dic
 
 @torch.no_grad()
 def compiled_round_profile(predictor: CodePredictor, drafter: Drafter, trees: dict[int, SparseTree],
-                           sampler: SamplerConfig = SamplerConfig(), compile: str = "inductor", t: int = 1,
+                           sampler: SamplerConfig = SamplerConfig(), compile_mode: str = "inductor", t: int = 1,
                            warmup: int = 20, iters: int = 200, torch_backend: str | None = None,
                            phases: tuple[int, ...] = ()) -> dict:
     """Per-call p50 (ms) at root position t of the compiled AR call and, per N, of the compiled verify-only call
@@ -165,27 +163,25 @@ def compiled_round_profile(predictor: CodePredictor, drafter: Drafter, trees: di
         {phase: ms of the round up to its end} (N in phases)}}, "compile_s"}
     """
     device = predictor.device
-    compiler = CallCompiler(compile, device, torch_backend)
-    core = FusedCore(predictor, max_depth=max(max(tr.max_depth for tr in trees.values()), 1))
+    compiler = CallCompiler(compile_mode, device, torch_backend)
+    ar_decoder, decoders = frame_decoders(predictor, drafter, trees, sampler, views=False)   # the gathered calls
     gen = torch.Generator(device=device).manual_seed(0)
-    cache = predictor.new_cache(1)
-    k = torch.randn(cache.k.shape, generator=gen, device=device, dtype=cache.k.dtype)
-    v = torch.randn(cache.v.shape, generator=gen, device=device, dtype=cache.v.dtype)
-    u = torch.rand(predictor.num_codes, generator=gen, device=device, dtype=torch.float64)
-    codes = torch.zeros(predictor.num_codes + 1, dtype=torch.long, device=device)   # + the spare slot
+    k, v, u, codes = ar_decoder.buffers(1)                          # + the spare slot in codes
+    k.copy_(torch.randn(k.shape, generator=gen, device=device, dtype=k.dtype))
+    v.copy_(torch.randn(v.shape, generator=gen, device=device, dtype=v.dtype))
+    u.copy_(torch.rand(predictor.num_codes, generator=gen, device=device, dtype=torch.float64))
     t_in = torch.tensor([t], device=device)
     state = [k, v, u, codes]
 
     def p50(fn, *args):
         return time_calls(lambda: fn(*args), device, warmup, iters).p50
 
-    ar = compiler(ARStep.build(core, sampler), state)
+    ar = compiler(ar_decoder.modules.step, state)
     token = torch.zeros(1, 1, dtype=torch.long, device=device)
     out = {"ar_call_ms": p50(ar, token, k, v, t_in, u, codes), "trees": {}}
-    for n, tree in trees.items():
-        tree_round = Round.build(core, drafter, tree, sampler)
-        step = tree_round.step                                           # the round's verify call, compiled on its own
-        query = torch.randint(0, core.vocab, (1, step.q), generator=gen, device=device)
+    for n, decoder in decoders.items():
+        tree_round, step = decoder.modules.step, decoder.modules.verify    # the verify call, compiled on its own
+        query = torch.randint(0, predictor.vocab_size, (1, step.q), generator=gen, device=device)
         verify = p50(compiler(step, state), query, k, v, t_in)
         rnd = compiler.kernels(tree_round)
         full = p50(compiler.capture(rnd, state), query, k, v, t_in, u, codes)

@@ -21,9 +21,9 @@ import torch
 
 from helpers.measure.latency import official_generate
 from helpers.measure.timing import device_sync, interleaved
-from helpers.method.decoding import frame_decoders, step_type
+from helpers.method.decoding import Decoder, decoder_core, frame_decoders
 from helpers.method.drafters import Drafter, make_drafter
-from helpers.method.stack import FusedCore, FusedStep
+from helpers.method.stack import ViewStep, apply
 from helpers.method.kernels import RUNTIMES, unsupported
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampler import SamplerConfig
@@ -82,20 +82,20 @@ def call_grid(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int
     the dense deployments (inductor lays out their weights itself), as "<name>+inductor" (compile time apart).
 
     -> {name: {"ar_ms", "by_n": {N: {"q", "call_ms", "overhead"}}[, "compile_s"]}} and "rounds", "warmup", "t"."""
-    from helpers.method.compiler import CallCompiler
-
-    calls, compilers = {}, {}
-    for name, (predictor, _) in systems.items():
-        core = FusedCore(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
-        for n, tree in [(0, None), *trees.items()]:
-            step = step_type(predictor)(core, tree)            # verify only, as the eager decoders call it
+    calls, compile_s = {}, {}
+    for name, (predictor, drafter) in systems.items():
+        ar, decoders = frame_decoders(predictor, drafter, trees, SamplerConfig())
+        for n, decoder in [(0, ar), *decoders.items()]:
+            step = decoder.modules.verify                        # verify only, as the eager decoders call it
             inputs = step.example_inputs(t)
             calls[name, n] = lambda step=step, inputs=inputs: step(*inputs)
             if predictor.kernel == "dense" and compiled_sizes and (n == 0 or n in compiled_sizes):
-                compiler = compilers.setdefault(f"{name}+inductor", CallCompiler("inductor", predictor.device))
-                fn = compiler(FusedStep(core, tree), [])         # compiled: rows gathered by index
+                compiled = Decoder(predictor, decoder.sampler, decoder.drafter, decoder.tree, "inductor",
+                                   core=decoder.core)            # its verify call gathers rows by index
+                fn = compiled.compiler(compiled.modules.verify, [])
                 fn(*inputs)                                      # compiled here, booked apart
                 calls[f"{name}+inductor", n] = lambda fn=fn, inputs=inputs: fn(*inputs)
+                compile_s[f"{name}+inductor"] = compile_s.get(f"{name}+inductor", 0.0) + compiled.compiler.seconds
     sync = device_sync(next(iter(systems.values()))[0].device)
     times = {key: [] for key in calls}
     for _, _, seconds in interleaved(rounds, lambda _: calls, warmup, seed, sync):    # a round: every call once
@@ -105,8 +105,8 @@ def call_grid(systems: dict[str, tuple[CodePredictor, Drafter]], trees: dict[int
     for name in dict.fromkeys(key for key, _ in calls):
         ar = float(np.median(times[name, 0])) * 1e3
         out[name] = {"ar_ms": ar, "by_n": {}}
-        if name in compilers:
-            out[name]["compile_s"] = compilers[name].seconds
+        if name in compile_s:
+            out[name]["compile_s"] = compile_s[name]
         for n, tree in trees.items():
             if (name, n) in times:
                 ms = float(np.median(times[name, n])) * 1e3
@@ -131,13 +131,11 @@ def deployment_frames(systems: dict[str, tuple[CodePredictor, Drafter]], trees: 
         "fastest_ar",
         "fastest_spec", "official": fastest official, "ratios": {"ar_over_official", "spec_over_ar",
         "spec_over_official"} (how many times faster)}; with `samples`, also "samples": {name: {"ms": [...], "calls": [...]}}, every timed frame's wall time and model calls (our loops)"""
-    from helpers.method.decoding import Decoder
-
     ars, decoders, compiled, compile_s = {}, {}, {}, {}
     for name, (predictor, drafter) in systems.items():
         ars[name], decoders[name] = frame_decoders(predictor, drafter, trees, sampler)
         if compiled_sizes and predictor.kernel == "dense":
-            compiled[f"ar@{name}+inductor"] = (predictor, Decoder(predictor, sampler, compile="inductor",
+            compiled[f"ar@{name}+inductor"] = (predictor, Decoder(predictor, sampler, compile_mode="inductor",
                                                                   rounds_per_graph=(predictor.num_codes - 1, 1)))
             for n in compiled_sizes:
                 if n in trees:
@@ -256,10 +254,8 @@ def call_phases(predictor: CodePredictor, trees: dict[int, SparseTree], warmup: 
     -> {N (0: the AR call): {"q", "call_ms", "projections_ms", "attention_and_small_ops_ms", "heads_ms"}}"""
     from helpers.measure.phases import PhaseClock, clocked
     from helpers.method.kernels import in_features
-    from helpers.method.stack import apply
-    from helpers.method.views import ViewStep
 
-    core = FusedCore(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
+    core = decoder_core(predictor)                                   # a decoder's core (the predictor's, if dense)
     clock = PhaseClock(device_sync(predictor.device) if predictor.device.type == "cuda" else None)
     gen = torch.Generator(device=predictor.device).manual_seed(seed)
     jobs, steps = {}, []
@@ -274,7 +270,7 @@ def call_phases(predictor: CodePredictor, trees: dict[int, SparseTree], warmup: 
 
         shapes = [(w, torch.randn(1, step.q, in_features(w), generator=gen, device=predictor.device,
                                   dtype=predictor.dtype))
-                  for layer in core.layer_weights for w in (layer[1], layer[3], layer[5], layer[6])]   # qkv, o, gate_up, down
+                  for layer in core.layer_weights for w in layer.projections]
 
         def projections(shapes=shapes):
             start = time.perf_counter()

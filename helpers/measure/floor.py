@@ -29,7 +29,7 @@ def row_flops(core: FusedCore) -> int:
 
 def _linears(core: FusedCore) -> list[tuple[object, int]]:
     """(laid-out weight, output width) of every projection of the stack (q/k/v, o, gate/up, down), then one head."""
-    weights = [w for layer in core.layer_weights for w in (layer[1], layer[3], layer[5], layer[6])]
+    weights = [w for layer in core.layer_weights for w in layer.projections]
     weights.append(core.head_linears[0])
 
     def width(w) -> int:

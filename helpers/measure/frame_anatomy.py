@@ -29,14 +29,14 @@ from helpers.method.tree import SparseTree
 
 @torch.no_grad()
 def frame_anatomy(predictor: CodePredictor, drafter: Drafter, tree: SparseTree, sampler: SamplerConfig,
-                  g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, compile: str, firsts: list[int],
+                  g: torch.Tensor, c0: torch.Tensor, u: torch.Tensor, compile_mode: str, firsts: list[int],
                   then: int = 1, iters: int = 100) -> dict:
     """The parts above for each k1 in `firsts` (rounds of the first graph), k2 = `then`. g [F, Ht], c0 [F],
     u [F, 15] on the model's device. -> {"rows": {k1: {...}}, "round_ms", "read_ms", "best_first"}"""
     sync = device_sync(predictor.device)
     rows = {}
     for k1 in firsts:
-        dec = Decoder(predictor, sampler, drafter, tree, compile, rounds_per_graph=(k1, then))
+        dec = Decoder(predictor, sampler, drafter, tree, compile_mode, rounds_per_graph=(k1, then))
         dec.decode_frame(g[:1], c0[:1], u[:1])                              # compile / capture
         times, rounds, reads = [], [], []
         for i in range(g.shape[0]):
@@ -47,15 +47,16 @@ def frame_anatomy(predictor: CodePredictor, drafter: Drafter, tree: SparseTree, 
             times.append(time.perf_counter() - start)
             rounds.append(r.calls - 1)
             reads.append(r.reads)
-        buffers = dec.status + dec.buffers(1)                          # query, t, rounds, k, v, u, codes
-        open_ms = time_calls(lambda: int(dec.open(g[:1], c0[:1], *buffers)), predictor.device, 5, iters).p50
-        more_ms = time_calls(lambda: int(dec.more(*buffers)), predictor.device, 5, iters).p50
+        graphs = dec.runner                                            # `RoundGraphs`: its two graphs
+        buffers = graphs.progress + dec.buffers(1)                     # query, t, rounds, k, v, u, codes
+        open_ms = time_calls(lambda: int(graphs.first(g[:1], c0[:1], *buffers)), predictor.device, 5, iters).p50
+        more_ms = time_calls(lambda: int(graphs.then(*buffers)), predictor.device, 5, iters).p50
         rows[k1] = {"frame_ms": float(np.median(times) * 1e3), "rounds": float(np.mean(rounds)),
                     "executed": float(np.mean([k1 + then * (n - 1) for n in reads])), "reads": float(np.mean(reads)),
                     "open_ms": open_ms, "more_ms": more_ms}
     lo, hi = min(firsts), max(firsts)
     round_ms = (rows[hi]["open_ms"] - rows[lo]["open_ms"]) / (hi - lo) if hi > lo else None
-    return {"compile": compile, "then": then, "frames": g.shape[0], "rows": rows, "round_ms": round_ms,
+    return {"compile": compile_mode, "then": then, "frames": g.shape[0], "rows": rows, "round_ms": round_ms,
             "read_ms": rows[lo]["more_ms"] - then * round_ms if round_ms is not None else None,
             "best_first": min(rows, key=lambda k: rows[k]["frame_ms"])}
 

@@ -41,14 +41,15 @@ def kernel_counts(predictor: CodePredictor, drafter: Drafter, trees: dict[int, S
     ar = Decoder(predictor, sampler, views=False)                                   # as on a GPU
     k, v, us, codes = ar.buffers(1)
     us.copy_(u[0])
-    out["prefill"] = _count(lambda: ar.frame.prefill(g[:1], c0[:1], k, v, us, codes)).kernels
+    t = torch.ones(1, dtype=torch.long, device=predictor.device)                    # root position 1
+    out["prefill"] = _count(lambda: ar.modules.prefill(g[:1], c0[:1], k, v, us, codes)).kernels
     token = torch.zeros(1, 1, dtype=torch.long, device=predictor.device)
-    out["ar_step"] = _count(lambda: ar.frame.step(token, k, v, ar.ts[1], us, codes)).kernels
+    out["ar_step"] = _count(lambda: ar.modules.step(token, k, v, t, us, codes)).kernels
     decoders = {"ar_eager": ar, "ar_frame": Decoder(predictor, sampler, rounds_per_graph=(n - 1, 1))}
     for size, tree in trees.items():
         frame = Decoder(predictor, sampler, drafter, tree, rounds_per_graph=(first.get(size, 6), 1))
         query = torch.zeros(1, tree.size + 1, dtype=torch.long, device=predictor.device)
-        out["rounds"][size] = _count(lambda: frame.round(query, k, v, ar.ts[1], us, codes)).kernels
+        out["rounds"][size] = _count(lambda: frame.modules.step(query, k, v, t, us, codes)).kernels
         decoders[f"spec{size}"] = Decoder(predictor, sampler, drafter, tree, views=False)
         decoders[f"spec{size}_frame"] = frame
     for name, dec in decoders.items():

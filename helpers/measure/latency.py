@@ -26,9 +26,9 @@ import torch
 from helpers.measure.machine import load_average, timed_on
 from helpers.measure.speedup import formula
 from helpers.method.predictor import CodePredictor
-from helpers.method.decoding import frame_decoders, step_type
+from helpers.method.decoding import frame_decoders
 from helpers.method.drafters import Drafter
-from helpers.method.stack import FusedCore, FusedStep
+from helpers.method.stack import FusedStep
 from helpers.measure.profile import round_profile
 from helpers.measure.timing import device_sync, interleaved, time_calls
 from helpers.method.compiler import CapturedGraph
@@ -56,18 +56,18 @@ def call_sweep(predictor: CodePredictor, drafter: Drafter, trees: dict[int, Spar
     device = predictor.device
     if cuda_graph and device.type != "cuda":
         raise ValueError(f"CUDA graphs need a CUDA model, this one is on {device}")
-    core = FusedCore(predictor, max_depth=max(tr.max_depth for tr in trees.values()))
+    ar_decoder, decoders = frame_decoders(predictor, drafter, trees, SamplerConfig(),
+                                          views=False if cuda_graph else None)        # as the decoders call it
 
     def timed(step):
         inputs = step.example_inputs(t)
         fn = graphed(step, inputs) if cuda_graph else (lambda: step(*inputs))
         return time_calls(fn, device, warmup, iters)
 
-    step = FusedStep if cuda_graph else step_type(predictor)                # as the decoders call it
-    ar = timed(step(core, None))
+    ar = timed(ar_decoder.modules.verify)
     rows = {}
     for n, tree in trees.items():
-        call = timed(step(core, tree, prenorm=drafter.prenorm))                     # the verify call
+        call = timed(decoders[n].modules.verify)                                     # the verify call
         rows[n] = {"q": tree.size + 1, "call": asdict(call), "overhead": call.p50 / ar.p50 - 1.0}
     return {"device": str(device), "cuda_graph": cuda_graph, "ar": asdict(ar), "trees": rows}
 

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from torch import nn
 
 from helpers.method.decoding import Decoder
-from helpers.method.round import ARFrame, ARStep, Prefill, Round
+from helpers.method.round import ARStep, Prefill, Round
 from helpers.method.stack import FusedStep
 
 AR_PHASES = ("layers", "heads", "commit", "sample")
@@ -53,9 +53,7 @@ class PhaseClock:
 
 
 def phase_methods(module: nn.Module) -> list[tuple[nn.Module, str, str]]:
-    """(object, method, phase) for each phase a module runs: `ARFrame`, `Prefill`, `ARStep`, `Round`, `FusedStep`."""
-    if isinstance(module, ARFrame):
-        return phase_methods(module.prefill) + phase_methods(module.step)
+    """(object, method, phase) for each phase a module runs: `Prefill`, `ARStep`, `Round`, `FusedStep`."""
     if isinstance(module, Prefill):
         return [(module, "forward", "prefill")]
     if isinstance(module, FusedStep):
@@ -69,12 +67,12 @@ def phase_methods(module: nn.Module) -> list[tuple[nn.Module, str, str]]:
 
 
 def eager_modules(decoder: Decoder) -> list[nn.Module]:
-    """The modules an eager host-loop `Decoder` runs: the AR loop (`ARFrame`), or the prefill and the round (compile
-    "none", rounds_per_graph None: a compiled module runs no Python method to mark)."""
-    if decoder.compile != "none" or decoder.rounds_per_graph is not None:
+    """The modules an eager host-loop `Decoder` runs (`Decoder.modules`): its prefill and its AR step or round
+    (compile "none", rounds_per_graph None: a compiled module runs no Python method to mark)."""
+    if decoder.compile_mode != "none" or decoder.rounds_per_graph is not None:
         raise ValueError(f"phases are timed on the eager host loop (compile 'none', rounds_per_graph None), got "
-                         f"compile={decoder.compile!r}, rounds_per_graph={decoder.rounds_per_graph}")
-    return [decoder.frame] if decoder.tree is None else [decoder.prefill, decoder.round]
+                         f"compile_mode={decoder.compile_mode!r}, rounds_per_graph={decoder.rounds_per_graph}")
+    return [decoder.modules.prefill, decoder.modules.step]
 
 
 def _marked(method, clock, phase: str):
@@ -103,8 +101,8 @@ def clocked(clock, *modules: nn.Module):
 
 
 class RoundUpTo(nn.Module):
-    """`Round` up to the end of `phase` (one of `UNTIL`), run by the round's own phase methods: forward as the round's
-    -> what that phase made: logits [1, q, V] (verify), ys [q] (sample), stop [1] (walk), t_new [1] (commit)."""
+    """`Round` up to the end of `phase` (one of `UNTIL`): the round's own phases (`Round.phases`), stopped there ->
+    what that phase made: logits [1, q, V] (verify), ys [q] (sample), stop [1] (walk), t_new [1] (commit)."""
 
     def __init__(self, round: Round, phase: str):
         super().__init__()
@@ -113,16 +111,6 @@ class RoundUpTo(nn.Module):
         self.round, self.phase = round, phase
 
     def forward(self, query, k, v, t, u, codes):
-        r = self.round
-        t_at = t.clamp(max=r.n - 1)
-        logits, k_new, v_new, _ = r.step(query, k, v, t_at)
-        if self.phase == "verify":
-            return logits
-        position = t_at + r.index.depth
-        ys = r.draw(logits[0], position, u)
-        if self.phase == "sample":
-            return ys
-        stop = r.walk(query, ys, position)
-        if self.phase == "walk":
-            return stop
-        return r.commit(t, t_at, stop, ys, k_new, v_new, k, v, codes)
+        for phase, made in self.round.phases(query, k, v, t, u, codes):
+            if phase == self.phase:
+                return made

@@ -90,13 +90,9 @@ def greedy_tree(a: torch.Tensor, size: int, max_depth: int | None = None) -> Spa
     return SparseTree(paths)
 
 
-def expected_accepted(tree: SparseTree, a: torch.Tensor) -> float:
-    """Expected drafts accepted in one round: sum over nodes of the product of a along the path."""
-    a = _check_table(a)
-    return sum(_path_prob(p, a) for p in tree.paths)
-
-
-def _path_prob(path, a) -> float:
+def path_probability(path, a: torch.Tensor) -> float:
+    """A node's path product a[1][r_1] a[2][r_2] ... (0 beyond the table): its acceptance under independence.
+    path: its ranks (r_1, r_2, ...); a [K, width]."""
     prob = 1.0
     for d, r in enumerate(path):
         prob *= float(a[d, r]) if d < a.shape[0] and r < a.shape[1] else 0.0
@@ -123,15 +119,10 @@ def _accept_length_dist(tree: SparseTree, a: torch.Tensor) -> list[float]:
     dist = [0.0] * (tree.max_depth + 1)
     for q in range(tree.size + 1):
         path = tree.paths[q - 1] if q else ()
-        reach = _path_prob(path, a)
-        cont = sum(_path_prob(path + (r,), a) for r in tree.children[q])
+        reach = path_probability(path, a)
+        cont = sum(path_probability(path + (r,), a) for r in tree.children[q])
         dist[len(path)] += reach - cont
     return dist
-
-
-def path_probability(path, a: torch.Tensor) -> float:
-    """A node's path product a[1][r_1] a[2][r_2] ... (0 beyond the table): its acceptance under independence."""
-    return _path_prob(tuple(path), _check_table(a))
 
 
 def tree_margin(tree: SparseTree, a: torch.Tensor) -> dict:
@@ -143,10 +134,10 @@ def tree_margin(tree: SparseTree, a: torch.Tensor) -> dict:
     frontier = [p + (r,) for p in [()] + tree.paths for r in range(a.shape[1])
                 if len(p) < a.shape[0] and p + (r,) not in taken]
     deeper = [p for p in frontier if len(p) == tree.max_depth + 1]
-    weakest = min(tree.paths, key=lambda p: _path_prob(p, a))
-    best_out = max(frontier, key=lambda p: _path_prob(p, a)) if frontier else None
-    best_deeper = max(deeper, key=lambda p: _path_prob(p, a)) if deeper else None
+    weakest = min(tree.paths, key=lambda p: path_probability(p, a))
+    best_out = max(frontier, key=lambda p: path_probability(p, a)) if frontier else None
+    best_deeper = max(deeper, key=lambda p: path_probability(p, a)) if deeper else None
     return {"per_depth": [sum(len(p) == d for p in tree.paths) for d in range(1, tree.max_depth + 1)],
-            "weakest": (weakest, _path_prob(weakest, a)),
-            "best_left_out": None if best_out is None else (best_out, _path_prob(best_out, a)),
-            "best_deeper": None if best_deeper is None else (best_deeper, _path_prob(best_deeper, a))}
+            "weakest": (weakest, path_probability(weakest, a)),
+            "best_left_out": None if best_out is None else (best_out, path_probability(best_out, a)),
+            "best_deeper": None if best_deeper is None else (best_deeper, path_probability(best_deeper, a))}

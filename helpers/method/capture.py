@@ -1,8 +1,8 @@
 """What a captured module may do, checked on any machine: `DeviceOps` watches every op torch dispatches.
 
 A CUDA graph replays kernels; it cannot replay the host. Inside a module the decoders capture (`Prefill`, `ARStep`,
-`ARFrame`, `Round`, `RoundLoop`, `SpeculativeFrame`) three things therefore break capture, or silently bake one
-frame's values into every replay:
+`Round`, and the frame loops `ARFrame`, `RoundLoop`, `SpeculativeFrame` of `helpers.method.decoding`) three things
+therefore break capture, or silently bake one frame's values into every replay:
 
     host reads       `.item()`, `int(t)`, `bool(x)`, `if x:` (`aten._local_scalar_dense` and the ops torch tags
                      `data_dependent_output`), and ops whose output shape depends on data (`nonzero`,
@@ -98,8 +98,3 @@ class DeviceOps(TorchDispatchMode):
             self.ops[name] = self.ops.get(name, 0) + 1
         return out
 
-
-def check_capturable(module, *args, **kwargs):
-    """Run module(*args) under a strict `DeviceOps`: its output, or `CaptureError` naming the first offending op."""
-    with torch.no_grad(), DeviceOps(strict=True):
-        return module(*args, **kwargs)

@@ -4,8 +4,8 @@ A node accepts with probability equal to the target mass on its children's token
 capped by how confident the targets are (docs/method.md). Two measurements make that visible:
 
 - `target_sharpness`: entropy and top probability of p_t (the sampler's distribution) per position;
-- `drafter_ceiling`: the top-m mass of the exact marginal of c_{t+j} given h_t, i.e. the acceptance
-  a[j][0..m-1] summed that the best possible deterministic drafter from h_t would reach. The marginal
+- `ceiling_sums` (then `ceiling_mean`): the top-m mass of the exact marginal of c_{t+j} given h_t, i.e. the
+  acceptance a[j][0..m-1] summed that the best possible deterministic drafter from h_t would reach. The marginal
   is computed by enumerating the most probable intermediate codes (a lower bound: the enumerated
   paths cover most, not all, of the mass).
 """
@@ -62,22 +62,15 @@ def _marginals(predictor: CodePredictor, g: torch.Tensor, codes: torch.Tensor, t
 
 
 @torch.no_grad()
-def drafter_ceiling(predictor: CodePredictor, g: torch.Tensor, codes: torch.Tensor, sampler: SamplerConfig,
-                    depth: int = 3, width: int = 16, m: int = 8, beam: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ideal deterministic drafter's acceptance, a lower bound: ceiling [depth, m], entry [j-1, r] = mean over
-    frames and t of the marginal mass of the rank-r most probable code for c_{t+j} given h_t (cumsum over r =
-    top-m mass), and covered [depth]: the mean mass of the enumerated paths (how tight the bound is).
+def ceiling_sums(predictor: CodePredictor, g: torch.Tensor, codes: torch.Tensor, sampler: SamplerConfig,
+                 depth: int = 3, width: int = 16, m: int = 8, beam: int = 256) -> tuple[torch.Tensor, ...]:
+    """The ideal deterministic drafter's acceptance, a lower bound, as sums over frames and t (so that frame blocks
+    computed apart add up; `ceiling_mean` of the summed parts): top-m marginal mass [depth, m], entry [j-1, r] the
+    marginal mass of the rank-r most probable code for c_{t+j} given h_t; covered mass [depth], the mass of the
+    enumerated paths (how tight the bound is); count [depth].
 
     g [B, H_talker], codes [B, 16] (teacher-forced contexts); depth calls per (frame, t), batch <= beam.
     """
-    return ceiling_mean(*ceiling_sums(predictor, g, codes, sampler, depth, width, m, beam))
-
-
-@torch.no_grad()
-def ceiling_sums(predictor: CodePredictor, g: torch.Tensor, codes: torch.Tensor, sampler: SamplerConfig,
-                 depth: int = 3, width: int = 16, m: int = 8, beam: int = 256) -> tuple[torch.Tensor, ...]:
-    """`drafter_ceiling`'s sums over frames and t: (top-m marginal mass [depth, m], covered mass [depth], count
-    [depth]), so that frame blocks computed apart add up (`ceiling_mean` of the summed parts)."""
     total = torch.zeros(depth, m, dtype=torch.float64, device=predictor.device)
     mass = torch.zeros(depth, dtype=torch.float64, device=predictor.device)
     count = torch.zeros(depth, dtype=torch.float64, device=predictor.device)
@@ -94,7 +87,8 @@ def ceiling_sums(predictor: CodePredictor, g: torch.Tensor, codes: torch.Tensor,
 
 
 def ceiling_mean(total: torch.Tensor, mass: torch.Tensor, count: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ceiling [depth, m], covered [depth]) on the CPU from `ceiling_sums` (or their sum over frame blocks)."""
+    """(ceiling [depth, m], covered [depth]) on the CPU from `ceiling_sums` (or their sum over frame blocks): the
+    means over frames and t (cumsum of a ceiling row over r: the top-m mass)."""
     count = count.clamp(min=1)
     return (total / count[:, None]).cpu(), (mass / count).cpu()
 

@@ -31,9 +31,6 @@ A kernel turns a weight W [N, K] (out, in; as `nn.Linear` holds it) into a calla
 
 A kernel the CPU cannot run is refused with the reason (`unsupported`): oneDNN's bfloat16 reorder behind
 "prepacked" needs AVX-512 (BW, VL, DQ) or AVX-NE-CONVERT.
-
-`effective_weight(linear)` [N, K] is what a kernel actually multiplies by (the weight after its rounding), read
-back through the kernel itself, so tests can set it against the source weight.
 """
 
 from __future__ import annotations
@@ -198,12 +195,3 @@ def make_linear(weight: torch.Tensor, kernel: str) -> Linear | torch.Tensor:
 def in_features(linear: Linear | torch.Tensor) -> int:
     """K of a laid-out linear (a dense W^T [K, N], or a kernel's)."""
     return linear.shape[0] if isinstance(linear, torch.Tensor) else linear.in_features
-
-
-def effective_weight(linear: Linear | torch.Tensor) -> torch.Tensor:
-    """The weight [N, K] a laid-out linear multiplies by, read back through it (identity rows in): a one-hot row
-    picks one input column exactly, so this is the kernel's rounded copy of the source weight."""
-    if isinstance(linear, torch.Tensor):
-        return linear.t()
-    dtype = torch.float32 if isinstance(linear, _W8A8) else torch.bfloat16
-    return linear(torch.eye(in_features(linear), dtype=dtype, device="cpu")).t()       # the kernels are CPU kernels

@@ -2,7 +2,7 @@
 `CodePredictor` calls over each round's tree query, every node's target p, CDF and draw kept (notebook 00 prints
 them; tests/test_walkthrough.py checks them against the decoder).
 
-`reference_frame` uses the decoder's own trees (`Decoder.index`, and their walk `helpers.method.tree.accept`) and
+`reference_frame` uses the decoder's own trees (`Decoder.index`, and their walk `helpers.method.round.accept`) and
 raises unless its codes, accepted counts and drafts equal the decoder's and its codes equal the AR decoder's. It
 recomputes on purpose: a reader sees each node's full target, which the decoder's fused call never materialises on
 the host (it samples every node at once), and a second, readable stack reaching the decoder's codes is a proof, not
@@ -22,7 +22,7 @@ import torch
 from helpers.method.decoding import Decoder
 from helpers.method.drafters import top_candidates
 from helpers.method.sampler import frame_uniforms, sample, target_probs
-from helpers.method.tree import accept
+from helpers.method.round import accept, pack_query
 
 
 def _draw(p: torch.Tensor, u: float, drawn: int) -> dict:
@@ -56,7 +56,7 @@ def reference_frame(decoder: Decoder, g: torch.Tensor, c0: torch.Tensor, u: torc
         else:
             cand = top_candidates(drafter, h, t, ix.depth_max, ix.width)[0]                       # [D, m]
             drafts.append((t, cand.tolist()))
-            tokens = ix.query(torch.tensor([root], device=cand.device), cand[None])[0].tolist()
+            tokens = pack_query(ix, torch.tensor([root], device=cand.device), cand[None])[0].tolist()
             depth, mask = ix.tree.depth_list, ix.tree.mask
         children = ([sorted(c.values()) for c in ix.tree.children] if ix is not None else [[]])
         out_pos = [t + d + 1 for d in depth]

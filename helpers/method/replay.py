@@ -13,7 +13,7 @@ is counted as mismatched.
 Where the inner loop is exact the calls need no decoding at all (`walk_calls`): every sample the decoder
 draws on the accepted path is the recorded code, so a round rooted at c_t accepts the longest path of its
 tree whose drafts (from the teacher-forced h_t) are the recorded c_{t+1}, c_{t+2}, ... One teacher-forced
-pass over all frames and the rounds' own walk (`helpers.method.tree.accept`, every frame at once) give the same calls as
+pass over all frames and the rounds' own walk (`helpers.method.round.accept`, every frame at once) give the same calls as
 `replay_calls`, frame for frame, at a small fraction of its cost (the evaluation stage checks the two
 against each other and against the full synthesis).
 """
@@ -28,7 +28,7 @@ import torch
 from helpers.method.decoding import Decoder
 from helpers.method.drafters import top_candidates
 from helpers.method.sampler import frame_uniforms
-from helpers.method.tree import accept
+from helpers.method.round import accept, pack_query
 
 
 @dataclass
@@ -102,7 +102,7 @@ def walk_calls(decoder: Decoder, runs: list, states: torch.Tensor | None = None)
             next_t[t] = torch.full((codes.shape[0],), t + 1, device=codes.device)
             continue
         cand = top_candidates(d, states[:, t - 1], t, ix.depth_max, ix.width)                     # [F, D, m]
-        tokens = ix.query(codes[:, t], cand)                                                      # [F, q]
+        tokens = pack_query(ix, codes[:, t], cand)                                                      # [F, q]
         ys = codes.index_select(1, t + 1 + ix.depth)              # [F, q]: the recorded code each token's sample draws
         next_t[t] = t + 1 + ix.depth.index_select(0, accept(tokens, ys, ix))
     next_t = {t: v.tolist() for t, v in next_t.items()}

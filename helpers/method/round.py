@@ -1,26 +1,26 @@
-"""One speculative round, written once as its four phases; the AR step and both frame loops.
+"""One speculative round, written once as its four phases, the prefill that opens a frame and the AR step.
 
 A round is rooted at code position t: its root token is c_t, the code just sampled. With the frame's KV cache holding
-[g, c0, .., c_{t-1}] (t + 1 slots) it runs four phases, every one on the device (`Round.forward`):
+[g, c0, .., c_{t-1}] (t + 1 slots) it runs four phases, every one on the device (`Round.phases`):
 
     verify  one call over the packed tree (`helpers.method.stack.FusedStep`): target logits [1, q, V], the query's
             keys/values and states
     accept  every query token sampled at once with its own position's uniform (a depth-d token's output is
             c_{t+d+1}, drawn with u[t + d]; `Round.draw`, the sampler of `helpers.method.sampler`); a node is
             accepted when it and every ancestor carry their parent's sample; the stop node is the deepest accepted
-            one (`Round.walk`, over `helpers.method.tree.accept`)
+            one (`Round.walk`, over `accept`)
     commit  the codes c_{t+1}.. of the root and the accepted path, and their keys/values, written at fixed
             offsets (`Round.commit`: `commit_kv`, `index_copy_`): entries past the stop node land in slots the next
             round overwrites before any query sees them, so nothing has a data-dependent shape
     draft   the stop node's state h_s -> top-m candidates [D, m] for c_{s+1..s+D} (`Drafts`, over
             `helpers.method.drafters.top_candidates`), packed behind its sample into the next query [1, q]
-            (`Round.draft`, `helpers.method.tree.TreeIndex.query`)
+            (`Round.draft`, `pack_query`)
 
 `Round` is the module of one (pruned) tree: the same code runs eagerly, compiled by inductor, and captured as a CUDA
-graph (`helpers.method.compiler`). `Prefill` opens a frame (slots 0-1, c1, round 1's query); `ARStep` is the plain
-call (root c_t, no tree) and `ARFrame` the whole AR frame over it. `RoundLoop` runs k full-tree rounds in place and
-`SpeculativeFrame` opens a frame and runs the first k: a fixed list of kernels, so each is one captured graph.
-The phases are methods, so a measurement can time them from outside (`helpers.measure.phases`).
+graph (`helpers.method.compiler`). `Round.phases` is the round itself, yielding at the end of each phase (`PHASES`),
+so a measurement can stop it after any phase (`helpers.measure.phases`); `forward` runs it whole. `Prefill` opens a
+frame (slots 0-1, c1, round 1's query); `ARStep` is the plain call (root c_t, no tree). The frame loops over them
+live beside the decoder (`helpers.method.decoding`).
 """
 
 from __future__ import annotations
@@ -29,11 +29,34 @@ import torch
 from torch import nn
 
 from helpers.method.drafters import top_candidates
-from helpers.method.sampler import SamplerConfig, sample, target_probs
+from helpers.method.sampler import SamplerConfig, draw
 from helpers.method.kernels import RUNTIMES
 from helpers.method.runtime_step import RuntimePrefill
 from helpers.method.stack import FusedCore, FusedStep, commit_kv
-from helpers.method.tree import SparseTree, TreeIndex, accept
+from helpers.method.tree import SparseTree, TreeIndex
+
+PHASES = ("verify", "sample", "walk", "commit", "draft")   # a round's phases, in order
+
+
+def pack_query(index: TreeIndex, root: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
+    """The one packing of a query: roots [B] (c_t), candidates [B, D', m'] (D' >= D, m' >= m of `index`'s tree)
+    -> queries [B, q], each node's candidate behind the root (rounds, replay, round records, the walkthrough)."""
+    return torch.cat((root[:, None], cand[:, index.node_depth, index.node_rank]), dim=1)
+
+
+def accept(tokens: torch.Tensor, ys: torch.Tensor, index: TreeIndex, valid: torch.Tensor | None = None
+           ) -> torch.Tensor:
+    """The walk, for B queries at once: tokens, ys [B, q] (each token's sample) -> stop node [B] (query index).
+
+    A node is accepted when its token equals its parent's sample and so is every ancestor's; siblings carry
+    distinct tokens, so at most one node per depth is accepted and the deepest is unique. valid [q] (or [B, q]):
+    nodes that may be accepted (a full tree's nodes past the frame's end are not)."""
+    ok = tokens == ys.index_select(1, index.parent)                        # [B, q]: token == the parent's sample
+    if valid is not None:
+        ok = ok & valid
+    ok = ok | index.is_root                                                 # the root: already committed
+    accepted = ~(index.ancestors[None] & ~ok[:, None, :]).any(-1)           # [B, q]: it and every ancestor
+    return torch.argmax(accepted.long() * index.depth, dim=-1)             # deepest accepted (root at depth 0)
 
 
 class Drafts(nn.Module):
@@ -68,12 +91,12 @@ class Prefill(nn.Module):
         prenorm = self.drafts is not None and self.drafts.drafter.prenorm
         logits, k_new, v_new, state = self.call(g, c0, k, v, prenorm)                  # state: h_1, or r_1
         commit_kv(k, v, self.slots, k_new, v_new)
-        c1 = sample(target_probs(logits, self.sampler), u[..., 0].reshape(-1))          # [B]
+        c1 = draw(logits, self.sampler, u[..., 0].reshape(-1))                        # [B]
         codes[..., :1] = c1.view(codes.shape[:-1] + (1,))
         if self.drafts is None:
             return c1[:, None]
         cand = self.drafts(state, self.one)
-        return self.index.query(c1, cand[None]), cand
+        return pack_query(self.index, c1, cand[None]), cand
 
 
 class ARStep(nn.Module):
@@ -89,7 +112,7 @@ class ARStep(nn.Module):
 
     @classmethod
     def build(cls, core: FusedCore, sampler: SamplerConfig, step: type = FusedStep) -> "ARStep":
-        """The AR step over `core` (the AR verify call, q = 1; step: its class, `helpers.method.views.ViewStep` for
+        """The AR step over `core` (the AR verify call, q = 1; step: its class, `helpers.method.stack.ViewStep` for
         the CPU's eager call): how every decoder and timing assembles one."""
         return cls(step(core, None), sampler)
 
@@ -104,27 +127,9 @@ class ARStep(nn.Module):
 
     def draw(self, logits, t, u, codes) -> torch.Tensor:
         """c_{t+1} [B, 1] from logits [B, 1, V] with u[..., t], written into codes[..., t]."""
-        c = sample(target_probs(logits[:, 0], self.sampler), u.index_select(-1, t).reshape(-1))   # [B]
+        c = draw(logits[:, 0], self.sampler, u.index_select(-1, t).reshape(-1))                 # [B]
         codes.index_copy_(-1, t, c.view(codes.shape[:-1] + (1,)))
         return c[:, None]
-
-
-class ARFrame(nn.Module):
-    """A whole AR frame, the one AR loop: `Prefill`, then `ARStep` at t = 1..14, each given its position as a
-    device tensor made once (no host data in the loop, so captured it is one graph). forward(g [B, Ht], c0 [B], k, v,
-    u [B, 15] or [15], codes [B, 15 + 1] or [15 + 1]) -> c15 [B, 1]; the codes in `codes`. prefill, step: the
-    modules (eager: the `Decoder`'s host loop), or their compiled versions (one compiled step serves every t)."""
-
-    def __init__(self, prefill: nn.Module, step: nn.Module, num_codes: int, device: torch.device):
-        super().__init__()
-        self.prefill, self.step, self.num_codes = prefill, step, num_codes
-        self.positions = [torch.full((1,), t, device=device) for t in range(num_codes)]   # t [1] each, on the device
-
-    def forward(self, g, c0, k, v, u, codes):
-        token = self.prefill(g, c0, k, v, u, codes)
-        for t in range(1, self.num_codes):
-            token = self.step(token, k, v, self.positions[t], u, codes)
-        return token
 
 
 class Round(nn.Module):
@@ -158,18 +163,29 @@ class Round(nn.Module):
                    Drafts(core, drafter, tree.max_depth, max(tree.width)), sampler)
 
     def forward(self, query, k, v, t, u, codes):
+        for _, made in self.phases(query, k, v, t, u, codes):
+            pass
+        return made
+
+    def phases(self, query, k, v, t, u, codes):
+        """The round, phase by phase: yields (phase, what it made) at the end of each, in `PHASES`' order; the last,
+        draft, made forward's outputs."""
         t_at = t.clamp(max=self.n - 1)                                         # a row that exists (t = 15: done)
-        logits, k_new, v_new, state = self.step(query, k, v, t_at)             # verify
+        logits, k_new, v_new, state = self.step(query, k, v, t_at)
+        yield "verify", logits                                                 # logits [1, q, V]
         position = t_at + self.index.depth                                     # accept: token at depth d -> c_{t+d+1}
-        ys = self.draw(logits[0], position, u)                                 #   every token's sample [q]
-        stop = self.walk(query, ys, position)                                  #   the stop node [1]
-        t_new = self.commit(t, t_at, stop, ys, k_new, v_new, k, v, codes)      # commit
-        query, cand = self.draft(state, stop, ys, t_new)                       # draft, for the next round
-        return query, t_new, cand
+        ys = self.draw(logits[0], position, u)
+        yield "sample", ys                                                     # every token's sample [q]
+        stop = self.walk(query, ys, position)
+        yield "walk", stop                                                     # the stop node [1]
+        t_new = self.commit(t, t_at, stop, ys, k_new, v_new, k, v, codes)
+        yield "commit", t_new                                                  # the next root position [1]
+        query, cand = self.draft(state, stop, ys, t_new)
+        yield "draft", (query, t_new, cand)                                    # the next round's query
 
     def draw(self, logits: torch.Tensor, position: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """logits [q, V], code positions [q] (t + depth) -> each token's sample [q], drawn with u[position]."""
-        return sample(target_probs(logits, self.sampler), u.index_select(0, position.clamp(max=self.n - 1)))
+        return draw(logits, self.sampler, u.index_select(0, position.clamp(max=self.n - 1)))
 
     def walk(self, query: torch.Tensor, ys: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         """query, ys [q] -> the stop node [1]: the deepest node accepted, none whose output lies past c15."""
@@ -192,43 +208,4 @@ class Round(nn.Module):
         """The next round's query from the stop node: candidates [D, m] drafted from its state (states [1, q, H]),
         packed behind its sample c_{t_new} -> (query [1, q], candidates [D, m])."""
         cand = self.drafts(state[0].index_select(0, stop), t_new)
-        return self.index.query(ys.index_select(0, stop), cand[None]), cand
-
-
-# ------------------------------------------------------------------ k rounds per graph
-class RoundLoop(nn.Module):
-    """`count` rounds of one full-tree `Round`, in place on the frame's buffers.
-
-    forward(query [1, q], t [1], rounds [1], k, v, u [15], codes [15 + 1]) -> status [1] = rounds * 16 + t (16:
-    num_codes + 1), one integer, so one host read: t the next root position (15: the frame is done), rounds the
-    rounds that did work so far (calls = rounds + 1, the prefill)."""
-
-    def __init__(self, round: nn.Module, count: int, num_codes: int):
-        super().__init__()
-        self.round, self.count, self.num_codes = round, count, num_codes
-
-    def forward(self, query, t, rounds, k, v, u, codes):
-        q, position, done = query, t, rounds
-        for _ in range(self.count):
-            done = done + (position < self.num_codes).long()
-            q, position, _ = self.round(q, k, v, position, u, codes)
-        query.copy_(q)
-        t.copy_(position)
-        rounds.copy_(done)
-        return done * (self.num_codes + 1) + position
-
-
-class SpeculativeFrame(nn.Module):
-    """`Prefill` (c1 and round 1's query), then `RoundLoop`. forward(g [1, Ht], c0 [1], query, t, rounds, k, v, u,
-    codes) -> status [1], as `RoundLoop`."""
-
-    def __init__(self, prefill: Prefill, loop: RoundLoop):
-        super().__init__()
-        self.prefill, self.loop = prefill, loop
-
-    def forward(self, g, c0, query, t, rounds, k, v, u, codes):
-        q, _ = self.prefill(g, c0, k, v, u, codes)
-        query.copy_(q)
-        t.fill_(1)
-        rounds.zero_()
-        return self.loop(query, t, rounds, k, v, u, codes)
+        return pack_query(self.index, ys.index_select(0, stop), cand[None]), cand

@@ -2,7 +2,7 @@
 
 `round_records(decoder, result)` rebuilds every tree round of a `FrameResult` from what the decoder recorded (the
 drafts of each round, the committed codes) and the decoder's own rounds: the query tokens are the round's
-candidates packed behind the root (`TreeIndex.query`), the mask and the RoPE positions are the verify call's own buffers
+candidates packed behind the root (`pack_query`), the mask and the RoPE positions are the verify call's own buffers
 (`FusedStep.visible[t]`, `FusedStep.position[t]`), and the accepted path is the round's own walk (`accept`) over the
 committed codes. It raises if the walk does not reproduce the committed codes, so a record is the round that ran.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from helpers.method.decoding import Decoder, FrameResult
-from helpers.method.tree import accept
+from helpers.method.round import accept, pack_query
 
 
 @dataclass
@@ -52,7 +52,7 @@ def round_records(decoder: Decoder, result: FrameResult) -> list[RoundRecord]:
     for i, (t, cand) in enumerate(result.drafts):
         ix = decoder.index(t)                              # the nodes this round could accept: a prefix of the tree's
         cand = cand.to(ix.node_depth.device)
-        tokens = ix.query(torch.tensor([codes[t - 1]], device=cand.device), cand[None])[0].tolist()
+        tokens = pack_query(ix, torch.tensor([codes[t - 1]], device=cand.device), cand[None])[0].tolist()
         committed = codes[t:t + result.accepted[i] + 1]
         depth = ix.tree.depth_list
         ys = [committed[d] if d < len(committed) else -1 for d in depth]   # each node's draw, where it is known
@@ -62,7 +62,7 @@ def round_records(decoder: Decoder, result: FrameResult) -> list[RoundRecord]:
         if taken != committed:
             raise AssertionError(f"round {i} (t={t}): the walk over the recorded codes commits {taken}, "
                                  f"the decoder committed {committed}")
-        step, q = decoder.step, ix.q                       # the whole tree's verify call: its first q tokens
+        step, q = decoder.modules.verify, ix.q             # the whole tree's verify call: its first q tokens
         records.append(RoundRecord(
             t=t, tokens=tokens, paths=[()] + list(ix.tree.paths), depth=depth,
             positions=step.position[t, :q].tolist(), visible=step.visible[t, :q, :step.core.slots + q],

@@ -56,6 +56,11 @@ def sample(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return torch.minimum(tokens, last)
 
 
+def draw(logits: torch.Tensor, cfg: SamplerConfig, u: torch.Tensor) -> torch.Tensor:
+    """The sampler's draw from logits: `sample(target_probs(logits, cfg), u)`. logits [..., V], u [...] -> [...]."""
+    return sample(target_probs(logits, cfg), u)
+
+
 def frame_uniforms(generator: torch.Generator | None, num_codes: int = 15, batch: int | None = None,
                    device=None) -> torch.Tensor:
     """One frame's randomness: u [num_codes] (or [batch, num_codes]); column t-1 belongs to c_t."""

@@ -31,19 +31,21 @@ table), RoPE cos/sin of each token (position `t + 1 + depth`), the additive mask
 Near the frame's end a module built on the full tree runs with clamped indices; those nodes' outputs are
 meaningless and never accepted.
 
-The CPU's eager calls read the per-t rows as views at a host int instead, with its matrix kernels
-(`helpers.method.views`); the Core ML export adds drafts from every node (`helpers.method.export_step`).
+`ViewStep` is the CPU's eager call: the same call with the root position a host int, its per-t rows read as views
+(no head copied per call), running any matrix kernel of `helpers.method.kernels` (the CPU deployments); compiled,
+captured, traced and CUDA calls gather. The Core ML export adds drafts from every node (`helpers.method.export_step`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 import torch
 from torch import nn
 import torch.nn.functional as F
 
-from helpers.method.kernels import layout, make_linear
+from helpers.method.kernels import Linear, layout, make_linear
 from helpers.method.tree import SparseTree
 
 
@@ -116,6 +118,26 @@ def padded(weight: torch.Tensor) -> torch.Tensor:
     return torch.cat((weight, torch.zeros_like(weight)))
 
 
+class LayerWeights(NamedTuple):
+    """One decoder layer as `FusedCore.layers` reads it (built by `FusedCore._build`; unpacks as a tuple). A projection
+    is laid out for the kernel (`make_linear`: dense W^T [in, out], else the kernel's callable); H the width, I the
+    MLP's."""
+
+    input_norm: torch.Tensor                        # [2H] the input RMSNorm's weight, `padded`
+    qkv_proj: torch.Tensor | Linear                 # H -> (nh + 2 kv) d: q, k, v stacked
+    qk_norm: torch.Tensor                           # [nh + kv, d] per-head q/k norm weights, q rows times 1/sqrt(d)
+    o_proj: torch.Tensor | Linear                   # nh d -> H
+    post_attention_norm: torch.Tensor               # [2H] the post-attention RMSNorm's weight, `padded`
+    gate_up_proj: torch.Tensor | Linear             # H -> 2I: gate, up stacked
+    down_proj: torch.Tensor | Linear                # I -> H
+    act_fn: Callable[[torch.Tensor], torch.Tensor]  # the MLP's activation (on gate)
+
+    @property
+    def projections(self) -> tuple:
+        """The layer's four matrix products in call order: qkv_proj, o_proj, gate_up_proj, down_proj."""
+        return self.qkv_proj, self.o_proj, self.gate_up_proj, self.down_proj
+
+
 class FusedCore(nn.Module):
     """Shared weights and tables of the fused calls of one `helpers.method.predictor.CodePredictor` (all buffers, no
     new parameters; the predictor is read by attribute, so that it can run this stack without an import circle).
@@ -123,7 +145,7 @@ class FusedCore(nn.Module):
     max_depth: the deepest tree its calls take (default 14, any), its RoPE tables covering positions
     0..slots + max_depth + 1 (a root at c_14 plus that many deeper nodes).
     kernel: default the predictor's (`CodePredictor.kernel`): the projections and `head_linears` laid out for it
-    (`helpers.method.kernels`; the CPU's eager calls, `helpers.method.views`); `heads` stays dense [15, H, V] for
+    (`helpers.method.kernels`; the CPU's eager calls, `ViewStep`); `heads` stays dense [15, H, V] for
     the gathered call.
     """
 
@@ -178,21 +200,22 @@ class FusedCore(nn.Module):
             cos, sin = self.rope(torch.arange(self.slots + self.max_depth + 2, device=device))
             self.register_buffer("cos", cos, persistent=False)                      # [P, d]
             self.register_buffer("sin", sin, persistent=False)
-            # projections laid out for the kernel (dense: x @ W, W transposed and contiguous, faster than F.linear
-            # for a few rows), q/k/v and gate/up each stacked into one matrix; q/k norm weights merged
-            # [nh + nkv, d], q rows carry 1/sqrt(d)
+            # one `LayerWeights` a layer, its projections laid out for the kernel (dense: x @ W, W transposed and
+            # contiguous, faster than F.linear for a few rows)
             kernel = self.kernel
-            self.layer_weights = [(
-                padded(layer.input_layernorm.weight),
-                make_linear(torch.cat([m.weight.detach() for m in (a.q_proj, a.k_proj, a.v_proj)]), kernel),
-                torch.cat((a.q_norm.weight.detach().expand(self.nh, -1) * a.scaling,
-                           a.k_norm.weight.detach().expand(self.nkv, -1))),
-                make_linear(a.o_proj.weight, kernel), padded(layer.post_attention_layernorm.weight),
-                make_linear(torch.cat((layer.mlp.gate_proj.weight.detach(), layer.mlp.up_proj.weight.detach())),
-                            kernel),
-                make_linear(layer.mlp.down_proj.weight, kernel), layer.mlp.act_fn)
+            self.layer_weights = [LayerWeights(
+                input_norm=padded(layer.input_layernorm.weight),
+                qkv_proj=make_linear(torch.cat([m.weight.detach() for m in (a.q_proj, a.k_proj, a.v_proj)]),
+                                     kernel),
+                qk_norm=torch.cat((a.q_norm.weight.detach().expand(self.nh, -1) * a.scaling,
+                                   a.k_norm.weight.detach().expand(self.nkv, -1))),
+                o_proj=make_linear(a.o_proj.weight, kernel),
+                post_attention_norm=padded(layer.post_attention_layernorm.weight),
+                gate_up_proj=make_linear(torch.cat((layer.mlp.gate_proj.weight.detach(),
+                                                    layer.mlp.up_proj.weight.detach())), kernel),
+                down_proj=make_linear(layer.mlp.down_proj.weight, kernel), act_fn=layer.mlp.act_fn)
                 for layer in p.official.model.layers for a in (layer.self_attn,)]
-            # the heads laid out for a non-dense kernel (the eager calls of `helpers.method.views`)
+            # the heads laid out for a non-dense kernel (the eager calls of `ViewStep`)
             self._head_linears = [make_linear(h.weight, kernel) for h in p.official.lm_head] if kernel != "dense" else []
         self.norm_weight = padded(p.official.model.norm.weight)
         projection = p.official.small_to_mtp_projection                  # talker width -> predictor width
@@ -237,9 +260,10 @@ class FusedCore(nn.Module):
         groups = nh // nkv
         h = x if self.project is None else self.project(x)
         k_out, v_out = [], []
-        for li, (w_in, w_qkv, w_qk, w_o, w_post, w_gate_up, w_down, act) in enumerate(self.layer_weights):
-            qkv = apply(rms_norm(h, w_in, self.eps, one_kernel=True), w_qkv).view(batch, q, nh + 2 * nkv, hd)
-            qk = rms_norm(qkv[:, :, :nh + nkv], None, self.eps) * w_qk
+        for li, w in enumerate(self.layer_weights):
+            normed = rms_norm(h, w.input_norm, self.eps, one_kernel=True)
+            qkv = apply(normed, w.qkv_proj).view(batch, q, nh + 2 * nkv, hd)
+            qk = rms_norm(qkv[:, :, :nh + nkv], None, self.eps) * w.qk_norm
             qk = qk * cos + torch.roll(qk, hd // 2, -1) * sin                      # RoPE
             qs = qk[:, :, :nh].reshape(batch, q, nkv, groups, hd).permute(0, 2, 3, 1, 4).reshape(
                 batch, nkv, groups * q, hd)                                          # [B, kv, g q, d]
@@ -254,9 +278,11 @@ class FusedCore(nn.Module):
             if self.softmax_dtype is not None:
                 probs = probs.to(values.dtype)
             o = torch.matmul(probs.view(batch, nkv, groups * q, -1), values)         # [B, kv, g q, d]
-            h = h + apply(o.view(batch, nkv, groups, q, hd).permute(0, 3, 1, 2, 4).reshape(batch, q, nh * hd), w_o)
-            gate, up = apply(rms_norm(h, w_post, self.eps, one_kernel=True), w_gate_up).chunk(2, dim=-1)
-            h = h + apply(act(gate) * up, w_down)
+            h = h + apply(o.view(batch, nkv, groups, q, hd).permute(0, 3, 1, 2, 4).reshape(batch, q, nh * hd),
+                          w.o_proj)
+            gate, up = apply(rms_norm(h, w.post_attention_norm, self.eps, one_kernel=True),
+                             w.gate_up_proj).chunk(2, dim=-1)
+            h = h + apply(w.act_fn(gate) * up, w.down_proj)
         return h if prenorm else self.final_norm(h), torch.stack(k_out), torch.stack(v_out)
 
     def final_norm(self, r: torch.Tensor) -> torch.Tensor:
@@ -343,7 +369,7 @@ class FusedStep(nn.Module):
         one graph serves every t."""
         core = self.core
         if core.kernel != "dense":
-            raise ValueError(f"kernel {core.kernel!r} runs in the CPU's eager call (`helpers.method.views.ViewStep`); "
+            raise ValueError(f"kernel {core.kernel!r} runs in the CPU's eager call (`ViewStep`); "
                              "the gathered call (tracing, export, compilation, CUDA) needs kernel 'dense'")
         if self.generation != core.generation:
             self.tables()
@@ -374,3 +400,25 @@ class FusedStep(nn.Module):
         hidden = self.core.final_norm(state) if self.prenorm else state
         logits = [apply(hidden[:, s:e], w) for (_, s, e), w in zip(self.groups, heads)]    # per depth group
         return logits[0] if len(logits) == 1 else torch.cat(logits, dim=1)                # [B, q, V]
+
+
+class ViewStep(FusedStep):
+    """`FusedStep` at a host int t: forward(tokens, k, v, t [1] on the CPU) reads int(t) (a host read, so never
+    captured) and calls `call_at`."""
+
+    def tables(self) -> None:
+        """`FusedStep.tables`, and `rows[t]`: everything a call at root position t reads, as views, with each depth
+        group's head (the dense rows or the kernel's linears; past c15, the last)."""
+        super().tables()
+        core, n = self.core, self.core.num_codes
+        self.rows = [(self.emb_offset[t], self.cos_t[t], self.sin_t[t], self.mask_t[t],
+                      [core.head_linears[min(t + d, n - 1)] for d, _, _ in self.groups]) for t in range(n)]
+
+    def forward(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: torch.Tensor):
+        return self.call_at(tokens, k_cache, v_cache, int(t))
+
+    def call_at(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t: int):
+        """The call at root position t (a host int)."""
+        if self.generation != self.core.generation:
+            self.tables()
+        return self.call(tokens, k_cache, v_cache, *self.rows[t])

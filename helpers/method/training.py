@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 from tqdm.auto import tqdm
@@ -206,25 +206,6 @@ class SweepResult:
     lr: float                                   # the learning rate kept (lowest best held-out loss)
     result: TrainResult                         # its training
     best_val: dict[float, float]                # lr -> the held-out loss of its kept weights
-
-
-def train_with_sweep(make, h, codes, cfg: TrainConfig, lrs: list[float], val: tuple,
-                     progress: bool = True) -> tuple[Drafter, SweepResult]:
-    """Train a fresh drafter `make()` at each learning rate of `lrs` (early stopping per `cfg`) and keep the one whose
-    kept weights have the lowest held-out loss (ties: the first). h, codes, val as `train_drafter` takes them."""
-    if not lrs:
-        raise ValueError("lrs: at least one learning rate")
-    reads = make()                                   # what every drafter of this kind reads, computed once for all
-    if isinstance(h, TeacherForcedHidden):
-        h = materialised(h.for_drafter(reads))
-    if isinstance(val[0], TeacherForcedHidden):
-        val = (materialised(val[0].for_drafter(reads)), val[1])
-    runs = {}
-    for lr in lrs:
-        drafter = make()
-        runs[float(lr)] = drafter, train_drafter(drafter, h, codes, replace(cfg, lr=float(lr)), progress, val)
-    sweep = sweep_choice({lr: r for lr, (_, r) in runs.items()})
-    return runs[sweep.lr][0], sweep
 
 
 def sweep_choice(results: dict[float, TrainResult]) -> SweepResult:

@@ -3,8 +3,8 @@
 Node `(r_1, ..., r_d)` carries the rank-`r_d` draft candidate for depth `d`, under its parent
 `(r_1, ..., r_{d-1})`. A tree of N nodes is packed after the root into a query of N + 1 tokens.
 Everything a decoding round needs is computed once here (like Medusa's tree buffers): `SparseTree` on the host,
-`TreeIndex` its query-indexed tables on the device, and `accept`, the walk over them (the deepest node whose
-ancestors all carry their parent's sample).
+`TreeIndex` its query-indexed tables on the device. The round packs its query and walks the tree over these tables
+(`helpers.method.round.pack_query`, `accept`).
 """
 
 from __future__ import annotations
@@ -145,22 +145,3 @@ class TreeIndex(nn.Module):
                             ("is_root", tree.depth == 0)):
             self.register_buffer(name, value.to(device), persistent=False)      # the tree's tables live on the host
 
-    def query(self, root: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
-        """Pack the query: roots [B] (c_t), candidates [B, D', m'] (D' >= D, m' >= m) -> queries [B, q] (the one
-        packing: rounds, replay, round records, the walkthrough)."""
-        return torch.cat((root[:, None], cand[:, self.node_depth, self.node_rank]), dim=1)
-
-
-def accept(tokens: torch.Tensor, ys: torch.Tensor, index: TreeIndex, valid: torch.Tensor | None = None
-           ) -> torch.Tensor:
-    """The walk, for B queries at once: tokens, ys [B, q] (each token's sample) -> stop node [B] (query index).
-
-    A node is accepted when its token equals its parent's sample and so is every ancestor's; siblings carry
-    distinct tokens, so at most one node per depth is accepted and the deepest is unique. valid [q] (or [B, q]):
-    nodes that may be accepted (a full tree's nodes past the frame's end are not)."""
-    ok = tokens == ys.index_select(1, index.parent)                        # [B, q]: token == the parent's sample
-    if valid is not None:
-        ok = ok & valid
-    ok = ok | index.is_root                                                 # the root: already committed
-    accepted = ~(index.ancestors[None] & ~ok[:, None, :]).any(-1)           # [B, q]: it and every ancestor
-    return torch.argmax(accepted.long() * index.depth, dim=-1)             # deepest accepted (root at depth 0)

@@ -6,6 +6,9 @@ margin, the try-it tree, and which quantity limits tokens/step, as rows and sent
     shared_slots(rows)                           # the rows whose (depth, rank) slot holds several nodes
     top1_rows(curves, covered, depth)            # top-1 acceptance per depth of every drafter and the ideal drafter
     ideal_drafter_sentence(rows, drafters, ideal_frames, frames)   # where a drafter's top-1 exceeds the ideal's
+    top1_heading(frames, ideal_frames)           # what the top-1 table (a[d][0], free-running calibration) counts
+    acceptance_heading(scores)                   # what the mean-acceptance table (teacher-forced validation) averages
+    tables_differ_sentence(rows, scores)         # why the two per-depth tables differ, with this run's numbers
     limiting_quantity(acc)                       # the target's spread or the positional mismatch, and why
 
 Which quantity limits: the own head (H_{t+j} on its own h_{t+j}: no mismatch) accepts a rank-0 draft with the
@@ -19,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from helpers.method.calibration import expected_tokens_per_step, greedy_tree
+from helpers.report.acceptance_limits import IDEAL_REFERENCE
 
 
 IDEAL = "ideal drafter"
@@ -64,8 +68,46 @@ def ideal_drafter_sentence(rows: list[dict], drafters, ideal_frames: int, frames
             "estimates).")
 
 
-IDEAL_REFERENCE = ("a reference point: what a drafter of the model's own most probable codes would expect in the same "
-                   "tree, not an upper bound on a real drafter")     # the ideal drafter, said the same everywhere
+def top1_heading(frames: int, ideal_frames: int) -> str:
+    """The heading of notebook 03's top-1 table (`top1_rows`): what a[d][0] counts, on which frames."""
+    return (f"Top-1 acceptance per depth, a[d][0] of the table the tree is built from: how often the drafter's rank-0 "
+            f"draft for the code d steps ahead was the code the code predictor then sampled, counted at every start "
+            f"position of {frames} free-running calibration frames (whether or not the shallower drafts matched). The "
+            f"ideal drafter's column is instead the probability of its draft under the exact marginal of that code (the "
+            f"codes in between averaged over the code predictor's own sampling), on {ideal_frames} of those frames.")
+
+
+def acceptance_heading(scores: dict) -> str:
+    """The heading of notebook 03's mean-acceptance table (`Diagnostics.scores`: name -> `DraftScores`, with "own"
+    and, where scored, "ideal"): what E[p_target(rank-0 draft)] averages, on which frames."""
+    ideal = f"; the ideal drafter only on {scores['ideal'].frames} of them" if "ideal" in scores else ""
+    return (f"Mean acceptance E[p_target(rank-0 draft)] per depth: the probability the code predictor's sampler gives "
+            f"the rank-0 draft, given the true earlier codes, averaged over every start position of "
+            f"{scores['own'].frames} teacher-forced validation frames (the codec's codes){ideal}.")
+
+
+def tables_differ_sentence(rows: list[dict], scores: dict) -> str:
+    """Why the top-1 table (`top1_rows`' rows, free-running calibration) and the mean-acceptance table (`scores`:
+    `Diagnostics.scores`, teacher-forced validation) differ: neither is conditional on the parent being accepted;
+    they differ in frames and in what is averaged. Says how far the trained drafters' columns are apart and, where
+    the ideal drafter was scored, how far its column is, beside the own head on its frames and on all of them."""
+    acc = {k: s.by_depth()[0] for k, s in scores.items()}
+    trained = [k for k in rows[0] if k in acc and k not in REFERENCES]
+    gap = max(abs(r[k] - acc[k][r["depth"] - 1]) for r in rows for k in trained)
+    text = ("Neither per-depth table is conditional on the parent being accepted: both count every start position. "
+            "They differ in frames and in what they average (above, a match with the code predictor's own sample on "
+            "free-running calibration frames; here, the target's probability of the draft given the codec's codes), "
+            f"and for the trained drafters they agree within {gap:.3f} at every depth")
+    if IDEAL in rows[0] and "ideal" in acc and "own_ideal_frames" in acc:
+        ideal = [acc["ideal"][r["depth"] - 1] - r[IDEAL] for r in rows]
+        own, sub = acc["own"], acc["own_ideal_frames"]
+        text += (f". The ideal drafter's entries here differ from those above by {min(ideal):+.2f} to {max(ideal):+.2f}: "
+                 f"it is scored on other "
+                 f"frames ({scores['ideal'].frames} validation frames, on which even the own head accepts "
+                 f"{min(sub):.2f}-{max(sub):.2f} against {min(own):.2f}-{max(own):.2f} on all "
+                 f"{scores['own'].frames}) and given the true intermediate codes instead of averaged over the code "
+                 "predictor's own samples")
+    return text + "."
 
 
 def room_sentence(expected: dict[str, dict[int, float]], ideal: dict[int, float], n: int) -> str:
@@ -138,7 +180,8 @@ def show_tree(tables: dict[str, torch.Tensor], drafter: str, size: int, max_dept
     `size` nodes at most `max_depth` deep, its sentence (`tree_summary`) and its drawing, displayed."""
     from IPython.display import Markdown, display
 
-    from helpers.report.plots import plt, tree_drawing
+    from helpers.report.decoding_figures import tree_drawing
+    from helpers.report.plots import plt
     if drafter not in tables:
         raise ValueError(f"unknown drafter {drafter!r}; the tables hold {', '.join(sorted(tables))}")
     text, tree = tree_summary(tables[drafter], int(size), int(max_depth))
@@ -150,8 +193,8 @@ def show_tree(tables: dict[str, torch.Tensor], drafter: str, size: int, max_dept
 
 
 def example_round_md(record, frame: int, index: int, frames: int) -> str:
-    """One real round of Figure 2 in words (`plots.example_round`'s frame, round index and `RoundRecord`; frames: how
-    many frames were searched for a round with an accepted draft)."""
+    """One real round of Figure 2 in words (`helpers.measure.walkthrough.example_round`'s frame, round index and
+    `RoundRecord`; frames: how many frames were searched for a round with an accepted draft)."""
     return (f"Frame {frame}, round {index + 1}: root `c{record.t}` at RoPE position {record.positions[0]} behind "
             f"{record.cache_length} cache slots; query of {len(record.tokens)} tokens {record.tokens}; accepted path "
             f"(query indices) {record.accepted_path}, {record.accepted} draft(s) accepted, committed codes "

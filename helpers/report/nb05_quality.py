@@ -1,5 +1,6 @@
-"""Notebook 05 (WER parity): the quality stage aggregated over seeds, the paired per-utterance PER test, the parity
-test in words.
+"""Notebook 05 (WER parity): the quality stage aggregated over seeds and the paired per-utterance PER test. How far
+AR and speculative part across languages, the WER columns without signal and the parity test in words, which
+report.md says too: `helpers.report.quality_parity`.
 
 - Per language the mean and std of each error rate over the WER seeds, the table notebook 05 shows, the `languages`
   section it writes to metrics.json, and the across-language figures said under it.
@@ -23,6 +24,8 @@ from typing import Sequence
 
 import numpy as np
 from scipy import stats
+
+from helpers.report.quality_parity import mean_present
 
 
 SYSTEMS = ("per_ar", "per_spec", "wer_ar", "wer_spec")       # the per-seed error rates averaged here
@@ -72,27 +75,6 @@ def quality_table(languages: dict, langs: Sequence[str], seeds: int) -> tuple[li
     rows = [quality_row(lang, languages[lang], seeds) for lang in langs]
     section = {lang: language_section(languages[lang]) for lang in langs}
     return rows, section
-
-
-def scored_languages(section: dict, langs: Sequence[str] | None = None) -> list[str]:
-    """The languages PER scored, in order: section {lang: `language_section`-like dict} (metrics' `languages`; an
-    entry without "per_ar", or with None there, is not scored); langs: those to look at (default: the section's)."""
-    return [lang for lang in (section if langs is None else langs) if section[lang].get("per_ar") is not None]
-
-
-def parity_gap(section: dict, langs: Sequence[str] | None = None) -> dict | None:
-    """Across the languages PER scored (`scored_languages(section, langs)`): how far AR and speculative synthesis
-    part, against the seeds' own spread.
-
-    -> None where no language is scored, else {"scored": [lang], "gap": max |per_ar - per_spec| of the means,
-       "spread": the largest per_ar_std / per_spec_std (None where every std is None: one seed each)}."""
-    scored = scored_languages(section, langs)
-    if not scored:
-        return None
-    stds = [s for lang in scored for s in (section[lang].get("per_ar_std"), section[lang].get("per_spec_std"))
-            if s is not None]
-    return {"scored": scored, "gap": max(abs(section[lang]["per_ar"] - section[lang]["per_spec"]) for lang in scored),
-            "spread": max(stds) if stds else None}
 
 
 def codec_loss(section: dict, langs: Sequence[str]) -> float:
@@ -159,15 +141,6 @@ def intelligibility(per_truth: float | None, per_codec: float | None, per_ar: fl
     return f"the synthesis is {level} (PER {per_ar:.1%}" + (f"; {refs}" if refs else "") + ")"
 
 
-NO_SIGNAL_WER = 0.8      # an ASR whose WER on the codec round trip is above this recognises almost nothing
-
-
-def asr_has_signal(wer_codec: float | None) -> bool | None:
-    """Whether the ASR's WER can say anything: None where there is no WER, False where even the ground-truth codes
-    decoded score above NO_SIGNAL_WER."""
-    return None if wer_codec is None else wer_codec <= NO_SIGNAL_WER
-
-
 ALPHA = 0.05
 
 
@@ -186,12 +159,6 @@ def paired_rows(section: dict, scored: Sequence[str]) -> list[dict]:
                      "95% CI": f"[{t['ci'][0]:+.3f}, {t['ci'][1]:+.3f}]", "paired p": t["p"],
                      "detectable (80% power)": t["detectable"]})
     return rows
-
-
-def mean_present(values: list, empty=None) -> float | None:
-    """The mean of the values that are not None; `empty` where there is none."""
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else empty
 
 
 def paired_summary(rows: list[dict]) -> str:
@@ -215,17 +182,6 @@ def paired_summary(rows: list[dict]) -> str:
             f"{worst['detectable (80% power)']:.1%} PER ({worst['language']}); smaller differences go unseen.")
 
 
-def silent_wer_sentence(section: dict, langs: Sequence[str]) -> str | None:
-    """The languages whose ASR scores even the codec round trip above NO_SIGNAL_WER, said; None where there are none."""
-    silent = [lang for lang in langs if asr_has_signal(section[lang].get("wer_codec")) is False]
-    if not silent:
-        return None
-    return (f"**The WER columns carry no signal** for {', '.join(silent)}: the ASR scores even the codec round trip "
-            "of the ground truth at WER " + ", ".join(f"{section[lang]['wer_codec']:.0%}" for lang in silent)
-            + f" (above {NO_SIGNAL_WER:.0%}: it recognises almost nothing), so its AR and speculative WER say nothing "
-            "about either.")
-
-
 def frame_count_sentence(section: dict, eval_frames: dict[str, int], seeds: int) -> str:
     """Why the frames AR / spec column is or is not `seeds` x each language's evaluation frames (eval_frames:
     language -> frames of the evaluation runs, seed 0): a run's length is the talker's, which samples when speech
@@ -247,20 +203,6 @@ def frame_count_sentence(section: dict, eval_frames: dict[str, int], seeds: int)
         f"{lang}, {seeds} x {eval_frames[lang]} = {seeds * eval_frames[lang]} expected, AR {a} "
         f"({how(a, seeds * eval_frames[lang])}), speculative {s} ({how(s, seeds * eval_frames[lang])})"
         for lang, (a, s) in off.items()) + ". The other languages' runs all have their evaluation lengths."
-
-
-def parity_lines(par: dict | None) -> list[str]:
-    """The independent-stream parity test and its control in words (metrics' `parity` section)."""
-    if not par:
-        return []
-    control = par.get("control", {})
-    return ["", f"Parity in distribution (AR {par['samples'][0]:,} vs speculative {par['samples'][1]:,} frames from "
-            f"independent streams): adjusted p {par['p_min_adjusted']:.3g}, "
-            f"{'the distributions DIFFER' if par['rejected'] else 'no difference'} at alpha = {par['alpha']:g}. "
-            f"Control, speculative vs the AR frames with c1..c15 redrawn at temperature "
-            f"{par.get('control_temperature')}: adjusted p "
-            f"{control.get('p_min_adjusted', float('nan')):.3g}, "
-            f"{'rejected, as it must be' if control.get('rejected') else 'NOT rejected: the test lacks power'}."]
 
 
 def paired_heading(seeds: int) -> str:

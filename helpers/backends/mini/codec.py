@@ -165,10 +165,6 @@ class RVQCodec:
             latent[np.ix_(valid, self.dims[t])] += self.codebooks[t][col[valid]]
         return latent @ self.proj.T + self.mean
 
-    def out_of_codebook(self, codes: np.ndarray) -> int:
-        """How many codes lie beyond their own codebook (a model error the decoder ignores)."""
-        return int((np.asarray(codes) >= np.array(self.sizes)[None]).sum())
-
     def decode(self, codes: np.ndarray, stages: int = NUM_CODEBOOKS, iters: int = 32, seed: int = 0) -> np.ndarray:
         """codes [T, 16] -> audio [T * 1280] at 16 kHz (Griffin-Lim phase)."""
         import librosa

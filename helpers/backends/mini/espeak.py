@@ -206,11 +206,3 @@ def synthesize(text: str, lang: str, voice_variant: str | None = None,
     """
     audio, sr, _ = synthesize_with_phonemes(text, lang, voice_variant, rate, pitch)
     return audio, sr
-
-
-def speak_as(text: str, lang: str, speaker: str = "default") -> tuple[np.ndarray, int]:
-    """Synthesize with one of the named :data:`SPEAKERS`."""
-    if speaker not in SPEAKERS:
-        raise ValueError(f"unknown speaker {speaker!r}; allowed: {', '.join(SPEAKERS)}")
-    s = SPEAKERS[speaker]
-    return synthesize(text, lang, s.variant, s.rate, s.pitch)

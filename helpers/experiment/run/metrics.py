@@ -35,7 +35,7 @@ import torch
 
 from helpers.artifacts import load_json, save_json
 from helpers.experiment.run.pool import available_cores, worker_count
-from helpers.report.nb08_report import legacy_keys_renamed
+from helpers.report.legacy_metrics import legacy_keys_renamed
 from helpers.experiment.run.params import REPO_ROOT, RunParams
 from helpers.measure.machine import machine
 

@@ -56,15 +56,6 @@ def control_codes(P: RunParams, runs: list[Synthesis], seeds: list[int]) -> list
             for r, seed in zip(runs, seeds, strict=True)]
 
 
-def transcribed_runs(b: Backend, samples: list[Sample], decoder, seeds: list[int]) -> list[tuple[Synthesis, str, float]]:
-    """Free-running synthesis of each sample with its seed, decoded and transcribed (per language, in order):
-    [(synthesis, transcript, audio seconds)]. What the evaluation shards run."""
-    runs = [b.synthesize(s, decoder, seed=seed) for s, seed in zip(samples, seeds, strict=True)]
-    audio = [b.decode(r.codes) for r in runs]
-    hyps = transcripts(b, samples, audio)
-    return [(r, h, len(a) / b.sample_rate) for r, h, a in zip(runs, hyps, audio)]
-
-
 def transcripts(b: Backend, samples: list[Sample], audio: list) -> list[str]:
     """ASR transcripts of each sample's audio, batched per language (the backend must have an ASR for each)."""
     hyps: list[str] = [""] * len(samples)

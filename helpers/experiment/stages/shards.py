@@ -1,15 +1,15 @@
-"""Scale-out: each process extracts or evaluates its own contiguous block of a role's utterances; a merge step
-joins the blocks in shard order, so the merged artifact is the one a single process writes.
+"""Scale-out: each process extracts its own contiguous block of a role's utterances; a merge step joins the blocks
+in shard order, so the merged artifact is the one a single process writes.
 
     python -m helpers.experiment.stages.shards extract --params params/qwen3-tts-0.6b.yaml --out DIR train validation
     torchrun --nproc-per-node 8 -m helpers.experiment.stages.shards extract --params ... --out DIR train
                                                                             # one block per GPU
     python -m helpers.experiment.stages.shards merge --out DIR --num-shards 8 train
 
-A shard is `DIR/<name>-shard-<i>-of-<n>.json` (lists per utterance: ids, languages, ... or evaluation rows)
-plus, for extraction, `.safetensors` (g [F, H_talker], codes [F, 16], frames [utterances]). Merging
-concatenates lists and tensors; it refuses while a shard is missing. Under `torchrun` / `accelerate launch`
-the shard is the process's RANK of WORLD_SIZE (and its GPU is LOCAL_RANK) unless the params set num_shards.
+A shard is `DIR/<name>-shard-<i>-of-<n>.json` (lists per utterance: ids, languages, ...) plus `.safetensors`
+(g [F, H_talker], codes [F, 16], frames [utterances]). Merging concatenates lists and tensors; it refuses while a
+shard is missing. Under `torchrun` / `accelerate launch` the shard is the process's RANK of WORLD_SIZE (and its GPU
+is LOCAL_RANK) unless the params set num_shards.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import torch
 from helpers.artifacts import load_json, load_tensors, save_json, save_tensors
 from helpers.experiment.run.params import load_params, parse_override
 from helpers.experiment.run.backend_factory import load_backend
-from helpers.experiment.stages.quality import STREAM_STRIDE, transcribed_runs
 
 
 def shard_of(items: list, shard_index: int, num_shards: int) -> list:
@@ -63,34 +62,6 @@ def extract_shard(backend, role: str, folder, shard_index: int = 0, num_shards: 
     return stem
 
 
-def evaluate_shard(backend, systems: dict, seeds: list[int], folder, shard_index: int = 0,
-                   num_shards: int = 1, name: str = "evaluation", independent: bool = True) -> Path:
-    """Free-running synthesis of this shard's evaluation utterances by every system and seed, with transcripts.
-
-    systems: name -> decoder ("ar" or a `Decoder`). One row per (utterance, seed, system), made by the
-    evaluation stages' own `transcribed_runs`. Utterance i of the role (its index over all shards) under seed s is
-    synthesised with seed s + k * STREAM_STRIDE + i by the k-th system: independent random streams, as the paper
-    compares systems (`independent=False`: every system on s + i, the same codes where decoding is lossless).
-    """
-    records = backend.records("evaluation")
-    block = shard_of(list(range(len(records))), shard_index, num_shards)
-    samples = backend.encode([records[i] for i in block])
-    streams = {system: (k if independent else 0) * STREAM_STRIDE for k, system in enumerate(systems)}
-    runs = {(seed, system): transcribed_runs(backend, samples, decoder, [seed + streams[system] + i for i in block])
-            for seed in seeds for system, decoder in systems.items()}
-    rows = []
-    for i, s in zip(block, samples):                 # utterance order: the merged shards are one process's rows
-        for (seed, system), done in runs.items():
-            syn, hyp, seconds = done[block.index(i)]
-            rows.append(dict(id=s.id, lang=s.lang, system=system, seed=seed,
-                             synthesis_seed=seed + streams[system] + i, frames=len(syn.calls),
-                             tokens=len(syn.calls) * (syn.codes.shape[1] - 1), calls=sum(syn.calls),
-                             reference=s.text, transcript=hyp, audio_seconds=seconds))
-    stem = shard_stem(folder, name, shard_index, num_shards)
-    save_json(stem.with_suffix(".json"), {"rows": rows})
-    return stem
-
-
 def merge_shards(folder, name: str, num_shards: int) -> Path:
     """Join `name`'s shards into DIR/<name>.json (and .safetensors where the shards have tensors)."""
     stems = [shard_stem(folder, name, i, num_shards) for i in range(num_shards)]
@@ -104,20 +75,6 @@ def merge_shards(folder, name: str, num_shards: int) -> Path:
         loaded = [load_tensors(t) for t in tensors]
         save_tensors(Path(folder) / f"{name}.safetensors", {k: torch.cat([t[k] for t in loaded]) for k in loaded[0]})
     return Path(folder) / name
-
-
-def error_rates(rows: list[dict], error_rate) -> list[dict]:
-    """Per language and system: error rate per seed (mean, std over seeds) and tokens/step, from merged rows."""
-    out = []
-    for lang, system in sorted({(r["lang"], r["system"]) for r in rows}):
-        mine = [r for r in rows if r["lang"] == lang and r["system"] == system]
-        per_seed = torch.tensor([error_rate([r["reference"] for r in mine if r["seed"] == seed],
-                                            [r["transcript"] for r in mine if r["seed"] == seed], lang)
-                                 for seed in sorted({r["seed"] for r in mine})], dtype=torch.float64)
-        out.append(dict(lang=lang, system=system, seeds=len(per_seed), error_rate=float(per_seed.mean()),
-                        error_rate_std=float(per_seed.std()) if len(per_seed) > 1 else 0.0,
-                        tokens_per_step=sum(r["tokens"] for r in mine) / max(sum(r["calls"] for r in mine), 1)))
-    return out
 
 
 def main(argv=None) -> None:
