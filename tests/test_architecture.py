@@ -197,3 +197,41 @@ def test_the_prose_count_counts_fstring_lines_only():
     assert fstring_lines('x = "plain"\nprint(f"a {x}"\n      f"b"\n      "c")\n%time y = 1\n') == 3
     assert fstring_lines('s = ("one "\n     "two")\n') == 0
     assert fstring_lines('display(f"{a}" + f"{b}")\nz = f"""\n{c}\n"""\n') == 4
+
+
+def private_method_names(path: Path, method_names: set[str]) -> list[str]:
+    """`x._name` in the file where `_name` is defined in helpers/method/ (a private attribute or function of the
+    method), `x` not self or cls."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (isinstance(node, ast.Attribute) and node.attr in method_names
+                and ast.unparse(node.value) not in ("self", "cls")):
+            found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def private_names(paths) -> set[str]:
+    """The private names (one underscore) the files define: functions, classes, attributes set on self."""
+    names = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = (node.name if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else
+                    node.attr if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) else None)
+            if name and name.startswith("_") and not name.startswith("__"):
+                names.add(name)
+    return names
+
+
+def test_nothing_outside_the_method_uses_its_private_names():
+    """measure/, report/ and the rest reach the decoder through its public face (`Decoder.modules`, its runner)."""
+    outside = [p for p in ROOT.rglob("*.py") if "method" not in p.relative_to(ROOT).parts] + list(SCRIPTS.glob("*.py"))
+    names = private_names((ROOT / "method").glob("*.py")) - private_names(outside)   # the method's alone
+    assert {"_Prepacked", "_sources"} <= names
+    found = [hit for path in outside for hit in private_method_names(path, names)]
+    assert found == [], found
+
+
+def test_the_private_name_check_sees_a_use(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(core):\n    return core._build()\n")
+    assert private_method_names(bad, {"_build"}) == ["bad.py:2 core._build"]

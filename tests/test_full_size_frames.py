@@ -98,5 +98,8 @@ def test_the_story_reads_its_numbers(table):
     engines = engines_md(back, "Measured on X")
     assert f"**{back['speedup_any']:.2f}x** that loop" in engines and back["fastest_ar_any"] in engines
     assert [r["engine"] for r in peers_rows(back)][:3] == ["ours: float32", "ours: w8a8", "ours: ort-w8a8"]
+    assert {"AR call ms", "AR call / floor"} <= set(peers_rows(back)[0])    # ours and the peers': calls, no sampling
+    assert "AR step" not in engines + " ".join(peers_rows(back)[0]) and "15 of its AR calls" in engines
+    assert "AR step" not in text and "a verify call costs more (here up to" in text
     assert "fastest AR" in format_full_size(table)
     full_size_figure(back)

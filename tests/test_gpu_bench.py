@@ -14,7 +14,7 @@ from helpers.measure.kernel_counts import format_kernel_counts, kernel_counts
 from helpers.method.decoding import Decoder
 from helpers.method.sampler import frame_uniforms
 from helpers.report.gpu_reference import (gpu_frame_rows, gpu_round_rows, gpu_sentence, gpu_summary,
-                                          load_gpu_reference)
+                                          load_gpu_reference, odd_size_sentence, pack_tree_depths)
 from test_compiled import SAMPLER, frames
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,9 +102,38 @@ def test_the_committed_gpu_reference_reads_as_it_says():
                   s["real_projected_vs_fastest"], s["real_formula"]):
         assert f"{value:.2f}" in sentence
     assert s["real_formula"] == pytest.approx(s["paper_tokens_per_step"] / s["real_verify_over_ar"])   # like with like
-    assert "Figure 4's formula on these calls" in sentence and "2.13x by Figure 4's formula" in sentence
+    assert "2.13x by Figure 4's formula" in sentence and "Figure 4's formula on these calls" not in sentence
+    assert "AR call" not in sentence.replace("AR call alone", "").replace("captured AR call with", "")   # all steps
+    assert f"{s['real_verify_over_ar']:.2f} AR steps" in sentence
+    assert f"{s['mini_verify_over_ar']:.2f} AR steps" in sentence
+    assert "Its denominator is the verify call over an AR step, not over an AR call alone" in sentence
+    assert "holds no captured AR call alone" in sentence
+    rows = gpu_round_rows(gpu)
+    assert {"AR step ms", "verify / AR step", "round / AR step"} <= set(rows[0]) and "AR call ms" not in rows[0]
     assert ("no faster than" in sentence) == (s["speedup"] <= 1.0)
     exact = load_gpu_reference(Path(ROOT / "outputs" / "gpu-reference" / "exact_float64.json"))
     assert exact["exact"]["dtype"] == "float64" and {"cuda_graph", "inductor_graph"} <= {
         name.rsplit("_", 2)[-2] + "_graph" for name in exact["exact"]["identical"] if name.endswith("_graph")}
     assert all(n == exact["exact"]["frames"] for n in exact["exact"]["identical"].values())
+
+
+def test_the_odd_size_is_said_from_the_reference_and_its_pack():
+    """N = 8 (q = 9) costs twice N = 16's verify in cuda_graph: the sentence says what the data rule out (a deeper
+    tree, more operations, more round work), that frames show it too, and that no kernel was measured."""
+    gpu = load_gpu_reference()
+    depths = pack_tree_depths(gpu)
+    assert (depths[8], depths[16], depths[32]) == (2, 2, 3)            # the pack the reference ran (its args.pack)
+    text = odd_size_sentence(gpu, depths)
+    trees = gpu["mini"]["round_parts"]["cuda_graph"]["trees"]
+    assert text.startswith(f"At N = 8 (q = 9) the captured verify call (cuda_graph) costs "
+                           f"{trees['8']['verify_ms']:.2f} ms against {trees['16']['verify_ms']:.2f} and "
+                           f"{trees['32']['verify_ms']:.2f} ms at N = 16 and 32")
+    assert "although its tree is no deeper (depth 2, against 2 and 3)" in text
+    assert "its round dispatches no more operations (164, against 164 and 166)" in text
+    assert "the extra time is in the call's GPU work at 9 rows" in text and "was not measured" in text
+    assert "slow at 9 rows" not in text
+    assert "although its tree" not in odd_size_sentence(gpu)                # without the pack: only what the file shows
+    deeper = {8: 3, 16: 2, 32: 2}
+    assert "; its tree is deeper (depth 3, against 2 and 2)" in odd_size_sentence(gpu, deeper)
+    assert odd_size_sentence(gpu, depths, odd=3.0) == ""                     # no N costs 3x every larger N's
+    assert pack_tree_depths({**gpu, "args": {"pack": "no/such/pack"}}) is None

@@ -1,6 +1,6 @@
 """The paper's four figures (helpers.report.decoding_figures, helpers.report.speed_figures) build from real decoded
 rounds (helpers.measure.walkthrough) and a real latency run, with labelled axes; the round recorder
-(helpers.method.rounds) reproduces what the decoder did."""
+(helpers.method.round_records) reproduces what the decoder did."""
 
 import pytest
 import torch
@@ -13,7 +13,7 @@ from helpers.method.calibration import REFERENCE_TABLE, greedy_tree
 from helpers.method.decoding import Decoder
 from helpers.method.drafters import PositionOffsets, ReusedHeads
 from helpers.method.predictor import CodePredictor
-from helpers.method.rounds import round_records
+from helpers.method.round_records import round_records
 from helpers.method.sampler import SamplerConfig, frame_uniforms
 from helpers.report import decoding_figures, plots, speed_figures
 from helpers.report.paper import PAPER, paper_figure4
@@ -171,7 +171,7 @@ def test_tick_labels_of_close_tree_sizes_never_collide():
     assert sorted(speed.get_xticks(minor=True)) == [15, 31, 63]           # the rest: unlabelled, still ticked
     fig = plots.tokens_vs_tree_size({"offsets": {n: 1 + 0.1 * i for i, n in enumerate(ns)}})
     assert not _overlapping_labels(fig, fig.axes[0])
-    row = {"layers": 1.0, "heads": 0.2, "sample": 0.1, "query": 0.01, "walk": 0.01, "commit": 0.01, "ratio": 0.5}
+    row = {"layers": 1.0, "heads": 0.2, "sample": 0.1, "draft": 0.01, "walk": 0.01, "commit": 0.01, "ratio": 0.5}
     fig = speed_figures.round_phases({"ar": row, "trees": {str(n): row for n in ns}}, "cpu")
     ax = fig.axes[0]
     assert not _overlapping_labels(fig, ax) and [t.get_text() for t in ax.get_xticklabels()][1:] == [str(n) for n in ns]

@@ -41,7 +41,7 @@ GUARD = str(HELPERS / "method" / "capture.py")         # the capture guard the c
 # sampler -> round -> tree -> round -> stack -> round -> drafters -> stack -> drafters -> stack -> drafters ->
 # stack -> drafters -> round -> tree -> round -> decoding). With one runner per mode, the round's packing and walk in
 # round.py, the sampler's draw one call, the drafter's norm one call over every depth and the CPU's view call in
-# stack.py: 9 files (compiler, decoding, drafters, kernels, predictor, round, sampler, stack, tree), 970 lines, of
+# stack.py: 9 files (compiler, decoding, drafters, kernels, predictor, round, sampler, stack, tree), 971 lines, of
 # which 364 are docstrings and 433 construction (per frame alone: 537), and 12 switches (decoding -> round -> stack
 # -> round -> sampler -> round -> stack -> round -> drafters -> stack -> drafters -> round -> decoding). The two
 # switches left past 10 are the one KV write (`commit_kv`) and the one RMSNorm (`rms_norm`), each kept in stack.py
@@ -228,3 +228,13 @@ def test_the_ar_loop_reads_in_the_same_files(frame):
     ar = line_count(traced(lambda: ar_decoder.decode_frame(g, c0, u)))
     assert set(ar) <= {"helpers/method/decoding.py", "helpers/method/round.py", "helpers/method/stack.py",
                        "helpers/method/sampler.py"}, ar
+
+
+def test_every_mode_has_the_same_attributes(frame):
+    """One dispatch: the decoder of every mode holds the same attributes; what a mode alone uses is its runner's."""
+    cp, drafter, *_ = frame
+    tree = TREES["sparse4"]
+    modes = [Decoder(cp, SAMPLER), Decoder(cp, SAMPLER, rounds_per_graph=(14, 1)),
+             Decoder(cp, SAMPLER, drafter, tree), Decoder(cp, SAMPLER, drafter, tree, rounds_per_graph=(3, 1))]
+    assert len({frozenset(vars(d)) for d in modes}) == 1, [sorted(vars(d)) for d in modes]
+    assert [type(d.runner).__name__ for d in modes] == ["ARRunner", "ARRunner", "HostRounds", "RoundGraphs"]

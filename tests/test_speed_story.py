@@ -67,9 +67,15 @@ def test_the_arithmetic_holds_and_two_harnesses_are_named_apart():
     assert f"2.13x is its formula, tokens/step / (1 + verify overhead): 2.13 x 1.136 = {2.13 * 1.136:.2f}" in paper
     assert "the ceiling 2.47 (inferred" in paper and "no frame was timed" in paper
     ar_step = {"per_call_ms": 0.9, "layers": 0.6, "heads": 0.1, "sample": 0.12, "commit": 0.08, "prefill_ms": 1.1}
-    est = three_estimates(BY_N["8"], {"ratio": 0.5}, ar_step, 8, 0.6)
+    round_row = {"ratio": 0.5, "layers": 1.3, "heads": 0.1, "query": 0.1, "sample": 0.2, "walk": 0.05, "commit": 0.05}
+    est = three_estimates(BY_N["8"], round_row, ar_step, 8, 0.6)      # "query": an older record's name of the drafts
     assert "predicts 0.90x" in est and "2.00 AR steps, predicts 0.90x" in est and "measured 0.93x" in est
-    assert "The step costs 1.50 AR calls" in est and "*AR call* (0.600 ms)" in est and "*AR step* (0.900 ms)" in est
+    assert "*AR call* (0.600 ms)" in est and "*AR step* (0.900 ms)" in est and "which is why" not in est
+    assert "The round costs 2.00 AR steps while its call alone costs 2.00 AR calls" in est
+    assert "drafts, samples, walks and commits (0.40 ms: draft 0.100, sample 0.200" in est
+    assert "(layers and heads 1.400 ms), takes more than alone in the sweep (1.200 ms)" in est
+    cheap = three_estimates(BY_N["8"], {**round_row, "layers": 1.0}, ar_step, 8, 0.6)
+    assert "(layers and heads 1.100 ms), takes no more than alone" in cheap
 
 
 def test_the_miniatures_frames_compare_measured_lossless_loops_and_show_a_differing_one_apart():

@@ -105,3 +105,9 @@ def test_the_closing_table_says_why_and_refuses_a_share_of_no_gap():
     small = {r["result"]: r for r in comparison_rows(_metrics(reused=1.8, medusa=1.82, offsets=1.81))}
     assert small["offsets' share of the reused-to-Medusa gap (tokens/step)"]["this run"].startswith("no share")
     assert comparison_rows({"run": {}}) == []
+
+
+def test_older_metrics_are_read_with_todays_keys():
+    old = {"profile": {"trees": {"4": {"over_ar": {"query": 0.1, "walk": 0.2}}}}, "toks_per_step": [{"toks_per_step": 2}]}
+    assert legacy_keys_renamed(old) == {"profile": {"trees": {"4": {"over_ar": {"draft": 0.1, "walk": 0.2}}}},
+                                        "tokens_per_step": [{"tokens_per_step": 2}]}

@@ -19,11 +19,12 @@ speculative loop per N, interleaved frame by frame on the same frames and unifor
     model      a frame's time fitted on these frames, per deployment: per frame + rounds x (its call + round work)
                (`frame_model`), and its error on them
     projected  the paper's tokens/step through that model, labelled projected (`projected`)
-    peers      {name: {engine, dtype, threads, ar_step_ms, q_call_ms: {q: ms}, floor_ms, frame_ms, measured_on,
-               source}}: the engines a CPU user would run instead (ONNX Runtime's `quantize_dynamic`, llama.cpp) at
-               the same shape and threads (`measure.peers.table.peers_block`); floors: the read floor of one AR step's
-               weights per weight format, and the read measured; fastest_ar_any, speedup_any: the
-               fastest AR frame of any engine (a peer's: 15 of its AR steps) over the fastest lossless speculative frame
+    peers      {name: {engine, dtype, threads, ar_step_ms (its AR call: one decode call on one token, no sampling),
+               q_call_ms: {q: ms}, floor_ms, frame_ms, measured_on, source}}: the engines a CPU user would run instead
+               (ONNX Runtime's `quantize_dynamic`, llama.cpp) at the same shape and threads
+               (`measure.peers.table.peers_block`); floors: the read floor of one AR call's weights per weight format,
+               and the read measured; fastest_ar_any, speedup_any: the fastest AR frame of any engine (a peer's: 15 of
+               its AR calls) over the fastest lossless speculative frame
     machine    where, with the load average at the start and the end (`measure.machine.timed_on`)
 """
 

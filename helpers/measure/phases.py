@@ -4,7 +4,7 @@ the round up to the end of a phase.
 Each phase is a method of the decoders' modules (`helpers.method.round`, `helpers.method.stack.FusedStep`) and ends
 when that method returns. An AR step (`ARStep`): layers (`FusedStep.states`), heads (`FusedStep.logits`: the rest
 of the call), commit (`ARStep.commit`: KV), sample (`ARStep.draw`). A speculative round (`Round`), in the paper's
-order draft, verify, accept, commit: query (`Round.draft`: the next round's drafts from the stop node), layers and
+order draft, verify, accept, commit: draft (`Round.draft`: the next round's drafts from the stop node), layers and
 heads (the verify call), sample (`Round.draw`: all q tokens), walk (`Round.walk`: the tree, on the device), commit
 (`Round.commit`: the accepted path's codes and KV). Per frame, once: prefill (`Prefill`, with round 1's drafts).
 
@@ -26,7 +26,7 @@ from helpers.method.round import ARStep, Prefill, Round
 from helpers.method.stack import FusedStep
 
 AR_PHASES = ("layers", "heads", "commit", "sample")
-ROUND_PHASES = ("query", "layers", "heads", "sample", "walk", "commit")
+ROUND_PHASES = ("draft", "layers", "heads", "sample", "walk", "commit")
 UNTIL = ("verify", "sample", "walk", "commit")   # the partial rounds (`RoundUpTo`): up to the end of each (verify:
                                                  # the verify call, its layers and heads)
 
@@ -62,7 +62,7 @@ def phase_methods(module: nn.Module) -> list[tuple[nn.Module, str, str]]:
         return phase_methods(module.step) + [(module, "commit", "commit"), (module, "draw", "sample")]
     if isinstance(module, Round):
         return phase_methods(module.step) + [(module, "draw", "sample"), (module, "walk", "walk"),
-                                             (module, "commit", "commit"), (module, "draft", "query")]
+                                             (module, "commit", "commit"), (module, "draft", "draft")]
     raise TypeError(f"no phases known for {type(module).__name__}")
 
 

@@ -108,7 +108,7 @@ def format_profile(profile: dict) -> str:
                  + "   AR step / round (~ measured speedup / tokens/step)")
     lines.append(f"{'free work':>12} {'':>8}" + "".join(f" {row['ratio_free_host']:8.2f} {'':>6}"
                                                       for row in profile["trees"].values())
-                 + "   ... if query, sample, walk and commit cost what they cost in an AR step")
+                 + "   ... if draft, sample, walk and commit cost what they cost in an AR step")
     lines.append(f"{'verify only':>12} {'':>8}" + "".join(f" {row['ratio_verify_only']:8.2f} {'':>6}"
                                                         for row in profile["trees"].values())
                  + "   ... and if the drafts were free too")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from helpers.method.decoding import Decoder, FrameResult
-from helpers.method.rounds import RoundRecord, round_records
+from helpers.method.round_records import RoundRecord, round_records
 from helpers.method.sampler import frame_uniforms
 
 

@@ -75,11 +75,12 @@ class Drafter(nn.Module):
         last = torch.full_like(rows, heads.shape[0] - 1)              # `minimum`, not `clamp`: integer in Core ML
         return heads.index_select(0, torch.minimum(rows, last))
 
-    def draft_input(self, h: torch.Tensor, depth: int) -> torch.Tensor:
-        """What heads H_{t+1..t+depth} read: h [..., H] -> [depth, ..., H], h (+ b_j) at row j - 1, or
-        norm(r + b_j) for a `prenorm` drafter (h is then r): one norm over every depth."""
+    def draft_input(self, h: torch.Tensor, j: int | list[int]) -> torch.Tensor:
+        """What head H_{t+j} reads: h [..., H] (+ b_j), or norm(r + b_j) for a `prenorm` drafter (h is then r); for a
+        list of depths j, [len(j), ..., H], one norm over them all."""
         b = self.offsets
-        x = h.expand(depth, *h.shape) if b is None else torch.stack([h + b[j].to(h.dtype) for j in range(depth)])
+        x = [h if b is None else h + b[i - 1].to(h.dtype) for i in (j if isinstance(j, list) else [j])]
+        x = torch.stack(x) if isinstance(j, list) else x[0]
         return self.final_norm(x) if self.prenorm else x
 
     def final_norm(self, r: torch.Tensor) -> torch.Tensor:
@@ -91,7 +92,7 @@ class Drafter(nn.Module):
         """Draft logits from h_t (r_t if `prenorm`), in h's dtype: the one drafting function (training, calibration,
         every round). h [n, H] -> [n, depth, V] for c_{t+1..t+depth} (depth <= K); t and heads as `draft_weights`."""
         depth = self.depth if depth is None else depth
-        x = self.draft_input(h, depth)                                                  # [depth, n, H]
+        x = self.draft_input(h, list(range(1, depth + 1)))                              # [depth, n, H]
         return torch.matmul(x, self.draft_weights(t, depth, heads).to(h.dtype)).transpose(0, 1)
 
     def head_stack(self) -> torch.Tensor:
@@ -114,7 +115,7 @@ class Drafter(nn.Module):
         t = torch.arange(1, self.num_codes + 1, device=h.device)[:, None]
         target = t + torch.arange(1, self.depth + 1, device=h.device)[None]      # [15, K]: code index t + j
         valid = target <= self.num_codes
-        x = self.draft_input(h, self.depth).permute(1, 2, 0, 3)                 # [B, 15, K, H]
+        x = torch.stack([self.draft_input(h, j) for j in range(1, self.depth + 1)], dim=2)   # [B, 15, K, H]
         logits = torch.einsum("btjh,tjvh->btjv", x, self.head_stack().to(h.dtype))[:, valid]   # [B, n valid, V]
         code = target[valid]                                                   # [n valid]: their t + j
         if probs is None:

@@ -13,8 +13,8 @@ is counted as mismatched.
 Where the inner loop is exact the calls need no decoding at all (`walk_calls`): every sample the decoder
 draws on the accepted path is the recorded code, so a round rooted at c_t accepts the longest path of its
 tree whose drafts (from the teacher-forced h_t) are the recorded c_{t+1}, c_{t+2}, ... One teacher-forced
-pass over all frames and the rounds' own walk (`helpers.method.round.accept`, every frame at once) give the same calls as
-`replay_calls`, frame for frame, at a small fraction of its cost (the evaluation stage checks the two
+pass over all frames and the rounds' own walk (`helpers.method.round.accept`, every frame at once) give the same
+calls as `replay_calls`, frame for frame, at a small fraction of its cost (the evaluation stage checks the two
 against each other and against the full synthesis).
 """
 

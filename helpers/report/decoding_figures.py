@@ -6,7 +6,7 @@ run's own numbers and rounds. Each function returns a Figure (`helpers.report.pl
 - `nested_loops` (Figure 1): the talker's outer loop (one call per 80 ms frame) around the code predictor's inner
   loop (15 codes), and the sequential calls per frame and per second, AR and speculative
   (`helpers.measure.walkthrough.loop_calls`); `loops_sentence` says its numbers.
-- `tree_packing` (Figure 2): one real round (`helpers.method.rounds.RoundRecord`): the tree with its tokens, the
+- `tree_packing` (Figure 2): one real round (`helpers.method.round_records.RoundRecord`): the tree with its tokens, the
   packed query, the call's mask with the cache columns, the RoPE position ids, the accepted path highlighted.
 - `one_call` (Figure 3): the AR path and the speculative path inside one call, with the offset block, drawn from
   the run's K and hidden size and the accepted code and drafts of one real round.
@@ -19,7 +19,7 @@ import seaborn as sns
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-from helpers.method.rounds import RoundRecord
+from helpers.method.round_records import RoundRecord
 from helpers.method.tree import SparseTree
 from helpers.report.plots import plt
 

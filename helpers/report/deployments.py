@@ -70,13 +70,55 @@ def identical_sentence(frames: dict) -> str:
                         for name, same in frames["identical"].items()) + ".")
 
 
-def deployment_calls_md(dep: dict, where: str, calls_table: str, phases_table: str) -> str:
-    """The call per deployment (its table, with the deployments this CPU cannot run and why), then where a call's
-    time goes (its table), as notebook 06 shows them
-    (`helpers.experiment.bench.deployment_bench.deployment_comparison`)."""
-    left_out = "".join(f" {name}: not timed on this CPU ({why})." for name, why in dep["left_out"].items())
-    return (f"{where}: the call per deployment, p50 ms (overhead).{left_out}\n\n{calls_table}\n\n"
-            f"Where a call's time goes ({dep['phases']['deployment']}, p50 ms; N = 0: the AR call)\n\n{phases_table}")
+def grid_timing_sentence(calls: dict, sweep: dict | None = None, grid_load: dict | None = None) -> str:
+    """How the call grid times (`measure.deployments.call_grid`'s dict, with "rounds" and "warmup": every deployment's
+    calls once per round, shuffled), against the latency sweep's blocks; with `sweep` (metrics' `latency.<device>`:
+    "dtype", "ar_call_ms_p50", "machine") the same deployment's AR call in both, and the loads where both kept them
+    (`grid_load`: the grid's machine record)."""
+    names = [k for k, v in calls.items() if isinstance(v, dict) and "ar_ms" in v]
+    per_round = sum(1 + len(calls[k]["by_n"]) for k in names)
+    text = (f"Here every deployment's calls ({len(names)} deployments, {per_round} calls) run once per round in a "
+            f"shuffled order, {calls['rounds']} rounds after {calls['warmup']}, and each call keeps the p50 over the "
+            "rounds: a call runs among the others, not back to back with itself as in the latency sweep above.")
+    dtype = (sweep or {}).get("dtype", "").removeprefix("torch.")
+    if dtype in names:
+        grid_ms, sweep_ms = calls[dtype]["ar_ms"], sweep["ar_call_ms_p50"]
+        loads = [((r or {}).get("load") or {}) for r in (grid_load, sweep.get("machine"))]
+        lower = all(ld.get("start") is not None and ld.get("end") is not None for ld in loads) and (
+            loads[0]["start"] + loads[0]["end"] < loads[1]["start"] + loads[1]["end"])
+        text += (f" The {dtype} AR call reads {grid_ms:.3f} ms here against {sweep_ms:.3f} ms in the sweep"
+                 + (", although the load average was lower here" if lower else "") + ".")
+    return text + " Compare milliseconds and overheads within one table, not across the two."
+
+
+def phase_split_sentence(calls: dict, phases: dict) -> str:
+    """The phase split (`measure.deployments.call_phases`: {"deployment", "by_n"}) as its own measurement: its calls
+    alone beside their projections, layers and heads timed apart and their medians added, so its call reads another
+    number than the grid's (`calls`, the same deployment's row) at each N both hold."""
+    name = phases["deployment"]
+    by_n = {int(n): r for n, r in phases["by_n"].items()}
+    grid = calls.get(name, {})
+    grid_ms = {0: grid.get("ar_ms"), **{int(n): r["call_ms"] for n, r in grid.get("by_n", {}).items()}}
+    both = [n for n in sorted(by_n) if grid_ms.get(n) is not None]
+    text = (f"The phase split is its own measurement: {name}'s calls (N = {', '.join(map(str, sorted(by_n)))}) "
+            "alone, each beside a replica of its projections, in shuffled rounds of their own, layers and heads timed "
+            "apart and their medians added")
+    if both:
+        text += (", so its calls read other milliseconds than the grid's, where every deployment's calls share "
+                 "each round (" + "; ".join(f"{'the AR call' if n == 0 else f'N = {n}'}: {by_n[n]['call_ms']:.2f} ms "
+                                       f"against {grid_ms[n]:.2f}" for n in both) + ")")
+    return text + ": read the phases as shares of their own call."
+
+
+def deployment_calls_md(dep: dict, where: str, calls_table: str, phases_table: str, sweep: dict | None = None) -> str:
+    """The call per deployment (its table, with the deployments this CPU cannot run and why, and how the grid times,
+    `grid_timing_sentence`), then where a call's time goes (its table, `phase_split_sentence`), as notebook 06 shows
+    them (`helpers.experiment.bench.deployment_bench.deployment_comparison`). sweep: metrics' `latency.<device>`."""
+    left_out = "".join(f" {name}: not timed on this CPU ({why})." for name, why in dep.get("left_out", {}).items())
+    return (f"{where}: the call per deployment, p50 ms (overhead).{left_out} "
+            f"{grid_timing_sentence(dep['calls'], sweep, dep.get('machine'))}\n\n{calls_table}\n\n"
+            f"Where a call's time goes ({dep['phases']['deployment']}, p50 ms; N = 0: the AR call). "
+            f"{phase_split_sentence(dep['calls'], dep['phases'])}\n\n{phases_table}")
 
 
 def deployments_md(dep: dict, hidden_size: int, frames_sentence: str) -> str:

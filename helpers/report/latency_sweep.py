@@ -9,6 +9,7 @@ under str(N), COLUMNS kept).
     measured_against_realised(by_n)          # where whole frames measured more, and where less, than the call predicts
     best_n_sentence(by_n, best_n)            # why the best N is where it is
     call_cost_sentence(at_n, n)              # the measured speedup at N: the call's cost, the paper's arithmetic
+    sweep_timing_sentence(by_n, calls, warmup, ar_ms)   # how the sweep times, and any N cheaper than a smaller N
 """
 
 from __future__ import annotations
@@ -68,3 +69,37 @@ def call_cost_sentence(at_n: dict, n: int = 32) -> str:
     return (f"a verify call of {n + 1} tokens costs {cost:.2f} AR calls here: tokens/step {at_n['tokens_per_step']:.2f}"
             f" / {cost:.2f} = {at_n['tokens_per_step'] / cost:.2f}x predicted, {at_n['measured_speedup']:.2f}x measured "
             f"over whole frames; {paper_arithmetic(n=n)}")
+
+
+def dips(by_n: dict, ar_ms: float | None = None) -> dict[int, list[int]]:
+    """{N: the smaller Ns (0: the AR call, `ar_ms`) whose sweep p50 is above N's}, for each N that has one: where the
+    sweep's milliseconds do not rise with N."""
+    ms = {int(n): r["call_ms_p50"] for n, r in by_n.items() if str(n).isdigit() and r.get("call_ms_p50") is not None}
+    if ar_ms is not None:
+        ms[0] = ar_ms
+    found = {n: [k for k in sorted(ms) if k < n and ms[k] > ms[n]] for n in sorted(ms)}
+    return {n: above for n, above in found.items() if above}
+
+
+def sweep_timing_sentence(by_n: dict, calls: int, warmup: int, ar_ms: float | None = None) -> str:
+    """How the sweep times its calls (each query length in its own block, the same call back to back), the Ns whose
+    p50 is below a smaller N's (`dips`, read off the numbers), and that milliseconds compare within one table."""
+    ms = {int(n): r["call_ms_p50"] for n, r in by_n.items() if str(n).isdigit() and r.get("call_ms_p50") is not None}
+    if ar_ms is not None:
+        ms[0] = ar_ms
+
+    def name(k):
+        return "the AR call's" if k == 0 else f"N = {k}'s"
+
+    found = dips(by_n, ar_ms)
+    text = (f"The sweep times each query length in its own block, one block after another: {warmup} warm-ups, then "
+            f"{calls} calls of the same call back to back, and keeps their p50. A change of load between blocks "
+            "moves one N's p50 against its neighbours, so these milliseconds need not rise with N")
+    if found:
+        text += ": here " + "; ".join(
+            f"N = {n}'s p50 ({ms[n]:.3f} ms) is below " + ", ".join(name(k) for k in above)
+            + f" ({', '.join(f'{ms[k]:.3f}' for k in above)} ms)" for n, above in found.items())
+    else:
+        text += " (here each N's p50 is at least every smaller N's)"
+    return text + (". The deployment grid below times every N in every round, other calls in between: compare "
+                   "milliseconds and overheads within one table, not across the two.")

@@ -1,9 +1,12 @@
 """Notebook 06's engines section: our loops at the real shape beside the engines a CPU user would run instead
 (`metrics.json` "full_size" -> "peers", `helpers.measure.peers.table`), and the floor the weights' reads set.
 
-    peers_rows(table) -> table rows, one per engine: AR step, q-row calls, the floor, the AR step over the floor
+    peers_rows(table) -> table rows, one per engine: AR call, q-row calls, the floor, the AR call over the floor
     engines_md(table, where) -> what they say: the fastest AR loop of any engine, our fastest lossless speculative
-                                loop against it, our AR step against the fastest peer's and the floor
+                                loop against it, our AR call against the fastest peer's and the floor
+
+Every engine's row is a call (the model's call on one token, or on q, no sampling): ours from `call_grid`, a peer's
+its one decode call (kept under the key "ar_step_ms").
 """
 
 from __future__ import annotations
@@ -33,13 +36,13 @@ def peers_rows(table: dict) -> list[dict]:
 
 
 def _row(name, source, ar, by_q, sizes, floor) -> dict:
-    return {"engine": name, "measured": source, "AR step ms": round(ar, 2),
+    return {"engine": name, "measured": source, "AR call ms": round(ar, 2),
             **{f"q={q} ms": round(by_q[q], 2) if q in by_q else "-" for q in sizes},
-            "floor ms": round(floor, 2), "AR step / floor": round(ar / floor, 2)}
+            "floor ms": round(floor, 2), "AR call / floor": round(ar / floor, 2)}
 
 
 def fastest_peer(table: dict) -> str:
-    """The peer with the cheapest AR step."""
+    """The peer with the cheapest AR call."""
     peers = table["peers"]
     return min(peers, key=lambda k: peers[k]["ar_step_ms"])
 
@@ -52,15 +55,15 @@ def engines_md(table: dict, where: str) -> str:
     peer = fastest_peer(table)
     ours = _ours(table)
     step = min(ours, key=ours.get)
-    text = [f"{where}. One thread reads the {floor['read']['bytes'] / 1e6:.1f} MB of an int8 AR step's weights in "
-            f"{floor['read']['ms']:.2f} ms ({floor['read']['gb_per_s']:.1f} GB/s): the floor of an AR step that "
+    text = [f"{where}. One thread reads the {floor['read']['bytes'] / 1e6:.1f} MB of an int8 AR call's weights in "
+            f"{floor['read']['ms']:.2f} ms ({floor['read']['gb_per_s']:.1f} GB/s): the floor of an AR call that "
             "reads its weights once.",
             f"Our cheapest AR call is **{step}** at {ours[step]:.2f} ms, {ours[step] / floor['int8']:.2f}x that "
-            f"floor; the cheapest peer's AR step is **{peer}** at {peers[peer]['ar_step_ms']:.2f} ms "
+            f"floor; the cheapest peer's AR call is **{peer}** at {peers[peer]['ar_step_ms']:.2f} ms "
             f"({peers[peer]['ar_step_ms'] / floor['int8']:.2f}x the floor): ours is "
             f"{ours[step] / peers[peer]['ar_step_ms']:.2f}x its time."]
     if spec:
-        text.append(f"A peer's AR frame is taken as 15 of its AR steps and nothing else (the least it can cost). "
+        text.append(f"A peer's AR frame is taken as 15 of its AR calls and nothing else (the least it can cost). "
                     f"The fastest AR loop of any engine is then **{best}** ({best_ms:.1f} ms a frame), and our "
                     f"fastest lossless speculative loop, **{spec}** ({s[spec]['frame_ms']:.1f} ms), is "
                     f"**{table['speedup_any']:.2f}x** that loop, measured on whole frames against it.")

@@ -161,11 +161,12 @@ def _profile_lines(by_n: dict) -> list[str]:
         return []
     ar, r = profile["ar"], profile["trees"][best]
     over = r["over_ar"]
-    work = over["query"] + over["walk"] + over["commit"]
+    work = over["draft"] + over["walk"] + over["commit"]
     return [f"Where the time goes at N = {best}: an AR step {ar['per_call_ms']:.3f} ms, a round "
-            f"{r['per_call_ms']:.3f} ms (layers {over['layers']:+.3f}, heads and drafts {over['heads']:+.3f}, "
-            f"sampling {over['sample']:+.3f}, query, walk and commit {work:+.3f}): AR step / round {r['ratio']:.2f}; "
-            f"{r['ratio_free_host']:.2f} if sampling, walk, commit and query cost no more than in an AR step, {r['ratio_verify_only']:.2f} if the drafts were free too.",
+            f"{r['per_call_ms']:.3f} ms (layers {over['layers']:+.3f}, heads {over['heads']:+.3f}, "
+            f"sampling {over['sample']:+.3f}, drafts, walk and commit {work:+.3f}): AR step / round {r['ratio']:.2f}; "
+            f"{r['ratio_free_host']:.2f} if sampling, walk, commit and drafts cost no more than in an AR step, "
+            f"{r['ratio_verify_only']:.2f} if the drafts were free too.",
             ""]
 
 

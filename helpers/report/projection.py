@@ -21,6 +21,7 @@ import numpy as np
 
 from helpers.measure.machine import measured_on
 from helpers.measure.speedup import formula
+from helpers.report.deployments import phase_split_sentence
 from helpers.report.paper import (PAPER, PAPER_DEVICE_NAMES, PAPER_N, ceiling_provenance, paper_figure4,
                                   paper_points, paper_speedup, paper_tokens_per_step)
 from helpers.report.plots import mark, plt, powers_of_two, readable_ticks
@@ -97,8 +98,8 @@ def bench_file(candidates=BENCH_FILES) -> Path | None:
 
 def figure4_md(real: dict, where: str, m3: dict) -> str:
     """The 0.6B shape in words: the projection at the paper's N against the fastest AR call of the grid
-    (`projection_at`), the overheads of that deployment beside the M3 Pro's, the call's phases in ms and in AR calls
-    (compute-bound or not, from the numbers),."""
+    (`projection_at`), the overheads of that deployment beside the M3 Pro's, the phase split as its own measurement
+    (`phase_split_sentence`) and the call's phases in ms and against the AR call's."""
     p = projection_at(real, PAPER_N)
     d = {int(k): v for k, v in real[p["best"]]["by_n"].items()}
     flags = (real.get("environment") or {}).get("cpu_flags", [])
@@ -109,7 +110,8 @@ def figure4_md(real: dict, where: str, m3: dict) -> str:
             f"Pro: {m3['overhead_at_N32']:+.3f} at N = 32, {paper_speedup()})"
             + ("" if any(f.startswith("amx") for f in flags) else
                "; without AMX tiles a bfloat16 or int8 call of more than a few rows is bound by the dot-product rate, "
-               "not by reading the weights") + ". Where the call's time goes (" + phases["deployment"] + "): "
+               "not by reading the weights") + ". " + phase_split_sentence(real, phases)
+            + " Where the call's time goes (" + phases["deployment"] + "): "
             + ", ".join(f"N = {n}: projections {r['projections_ms']:.1f} of {r['call_ms']:.1f} ms "
                         f"({r['projections_ms'] / r['call_ms']:.0%})"
                         + (f", {r['projections_ms'] / ar['projections_ms']:.1f}x the AR call's products"
@@ -261,7 +263,8 @@ def figure4_report_lines(m: dict) -> list[str]:
             + ") / (1 + overhead), since acceptance does not depend on the device (the paper's Sec. 3.4); "
             f"over each deployment's own AR call the best is {f4['best']} at N = {best['best_n']}, "
             f"{best['best_speedup']:.2f}x. " + projection_sentence(projection_at(f4["grid"], PAPER_N)), "",
-            "Where the call's time goes (" + f4["phases"]["deployment"] + ", p50 ms): "
+            phase_split_sentence(f4["grid"], f4["phases"]) + " Where the call's time goes ("
+            + f4["phases"]["deployment"] + ", p50 ms): "
             + "; ".join(f"N = {n}: call {r['call_ms']:.2f}, projections {r['projections_ms']:.2f}, attention and "
                         f"small ops {r['attention_and_small_ops_ms']:.2f}, heads and top-k {r['heads_ms']:.2f}"
                         for n, r in f4["phases"]["by_n"].items()) + ".", ""]

@@ -115,10 +115,10 @@ def gpu_results_rows(gpu: dict) -> list[dict]:
     return [{"result": f"GPU, miniature, whole frames: fastest speculative / fastest AR loop ({where})",
              "this run": f"{s['speedup']:.2f}x ({s['fastest_spec']} / {s['fastest_ar']}) at {s['tokens_per_step']:.2f} "
                          "tokens/step", "paper (0.6B)": "-"},
-            {"result": f"GPU, 0.6B shape, N = 32: verify call / round, in AR calls; projected speedup with the paper's "
+            {"result": f"GPU, 0.6B shape, N = 32: verify call / round, in AR steps (the call with its sampling and KV commit); projected speedup with the paper's "
                        f"tokens/step {PAPER['figure4_latency']['acceptance_ceiling'][32]:.2f} (inferred) ({where})",
              "this run": f"{s['real_verify_over_ar']:.2f} / {s['real_round_over_ar']:.2f}; {s['real_projected']:.2f}x "
-                         f"({s['real_mode']}), {s['real_projected_vs_fastest']:.2f}x over the fastest AR call "
+                         f"({s['real_mode']}), {s['real_projected_vs_fastest']:.2f}x over the fastest AR step "
                          f"({s['real_fastest_ar_mode']})",
              "paper (0.6B)": "{:.3f} verify (M3 Pro); {}".format(1 + m3["overhead_at_N32"], paper_speedup())}]
 

@@ -75,9 +75,9 @@ def speedup_and_overhead(by_n: dict, device: str, frames: int, calls: int, paper
 
 def round_phases(profile: dict, device: str):
     """Where the time goes (`profile.round_profile`): ms per AR step and per speculative round, stacked by
-    phase (round work = query + walk + commit), AR step / round written above each speculative bar."""
+    phase (round work = draft + walk + commit), AR step / round written above each speculative bar."""
     parts = {"layers": ("layers",), "heads (+ drafts)": ("heads",), "sample": ("sample",),
-             "round work: query, walk, commit": ("query", "walk", "commit")}
+             "round work: draft, walk, commit": ("draft", "walk", "commit")}
     trees = dict(sorted(profile["trees"].items(), key=lambda kv: int(kv[0])))     # by N, whatever the key type
     rows = {"AR\nstep": profile["ar"], **{str(n): r for n, r in trees.items()}}
     fig, ax = plt.subplots(figsize=(max(6.5, 3.5 + 0.45 * len(rows)), 3.6))

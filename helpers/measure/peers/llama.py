@@ -5,7 +5,7 @@
 - `random_weights(shape, seed)`: weights to time without a model; `code_predictor_weights(predictor)` and
   `code_predictor_shape(predictor)`: those of a `helpers.method.predictor.CodePredictor` (its first input table
   and first head: one position of the frame, which is all a timing needs).
-- `time_llama(gguf_path, threads)`: p50 of one AR step (1 token after `cached` positions) and of q-row calls
+- `time_llama(gguf_path, threads)`: p50 of one AR call (1 token after `cached` positions) and of q-row calls
   (q tokens at once, logits for every row, as a verify call needs), each call on the same cache.
 - `llama_logits(gguf_path, tokens)`: llama.cpp's logits of a sequence (the tests set them against a reference).
 

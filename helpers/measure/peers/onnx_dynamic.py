@@ -2,7 +2,7 @@
 
 The calls are the project's own (`FusedStep` exported by `helpers.method.runtime_graph.export_call`, its products as
 plain MatMuls), quantized by `onnxruntime.quantization.quantize_dynamic` with its defaults (int8 weights, one uint8
-activation scale per call: a row's result depends on the call's other rows, so it is a peer's AR step, not a lossless
+activation scale per call: a row's result depends on the call's other rows, so it is a peer's AR call, not a lossless
 verify call), run with buffers bound once (`helpers.method.runtime_step`). A full cache of 16 positions.
 
     time_dynamic(core, trees, threads) -> {"ar_step_ms", "q_call_ms": {q: ms}, "engine", "dtype", "threads"}
@@ -56,7 +56,7 @@ def quiet_quantizer():
 
 
 def dynamic_session(core: FusedCore, tree: SparseTree | None):
-    """The `quantize_dynamic` session of the call over `tree` (None: the AR step) and its bound buffers."""
+    """The `quantize_dynamic` session of the call over `tree` (None: the AR call) and its bound buffers."""
     import onnxruntime as ort
     from onnxruntime.quantization import quantize_dynamic
 
@@ -74,7 +74,7 @@ def dynamic_session(core: FusedCore, tree: SparseTree | None):
 @torch.no_grad()
 def time_dynamic(core: FusedCore, trees: dict[int, SparseTree], rounds: int = 100, warmup: int = 10,
                  seed: int = 0) -> dict:
-    """p50 ms of the AR step (q = 1) and of each tree's call (q = N + 1), interleaved, at torch's thread count."""
+    """p50 ms of the AR call (q = 1) and of each tree's call (q = N + 1), interleaved, at torch's thread count."""
     calls = {}
     for n, tree in [(0, None), *trees.items()]:
         bound, inputs = dynamic_session(core, tree)

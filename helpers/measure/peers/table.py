@@ -7,9 +7,9 @@ and the floor the weights' reads set (`metrics.json` "full_size" -> "peers" and 
 - ONNX Runtime's `quantize_dynamic` int8 (`peers.onnx_dynamic`): measured here, in this process.
 - llama.cpp Q8_0 and BF16 (`peers.llama`, built by `make peers`): what `make bench` measured on this machine
   (`LLAMA_FILE`), else the committed reference measurement (`LLAMA_REFERENCE`), labelled with its machine.
-- floor_ms: the engine's weight bytes for one AR step (every projection and one head; int8 1 byte a weight, Q8_0
+- floor_ms: the engine's weight bytes for one AR call (every projection and one head; int8 1 byte a weight, Q8_0
   34 bytes per 32, BF16 2) read once at this machine's measured read bandwidth (`measure.floor.read_floor`).
-- frame_ms: 15 AR steps and nothing else, the least a peer's AR frame costs (its prefill, sampling and host loop
+- frame_ms: 15 AR calls and nothing else, the least a peer's AR frame costs (its prefill, sampling and host loop
   come on top): the peer's AR loop as our headline compares with it.
 """
 
@@ -31,12 +31,12 @@ BYTES_PER_WEIGHT = {"int8": 1.0, "Q8_0": 34 / 32, "BF16": 2.0, "float32": 4.0}
 
 
 def step_weights(core: FusedCore) -> int:
-    """Weights one AR step reads: every projection of the stack and one head."""
+    """Weights one AR call reads: every projection of the stack and one head."""
     return row_flops(core) // 2
 
 
 def floors(core: FusedCore) -> dict:
-    """{weight format: ms} one AR step's weights take to read at this machine's bandwidth (torch's threads), and
+    """{weight format: ms} one AR call's weights take to read at this machine's bandwidth (torch's threads), and
     the read measured ("read": `read_floor` of the int8 step's bytes)."""
     weights = step_weights(core)
     read = read_floor(weights)
