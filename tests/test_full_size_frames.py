@@ -52,13 +52,13 @@ def test_every_deployment_at_the_real_shape_decodes_lossless_frames(table):
     for s in table["systems"].values():                            # two interleaved passes, their median
         assert len(s["passes_ms"]) == 2 and s["frame_ms"] == pytest.approx(sum(s["passes_ms"]) / 2)
     fastest = min((k for k in table["systems"] if k.startswith("ar@")), key=lambda k: table["systems"][k]["frame_ms"])
-    assert table["fastest_ar"] == fastest and table["speedup"] == pytest.approx(
-        table["systems"][fastest]["frame_ms"] / table["systems"][table["fastest_spec"]]["frame_ms"])
+    assert table["fastest_ar"] == fastest
     assert set(table["projected"]) == {"float32", "w8a8", "ort-w8a8"} and set(table["calls"]["w8a8"]["by_n"]) == {4, 8}
     spec, ar = (table["systems"][table[k]]["passes_ms"] for k in ("fastest_spec", "fastest_ar"))
     spread = table["spread"]                                        # the headline per pass, its median and range
     assert spread["passes"] == pytest.approx([a / s for a, s in zip(ar, spec)])
     assert spread["min"] <= spread["median"] <= spread["max"] and len(spread["passes"]) == 2
+    assert table["speedup"] == spread["median"]                     # the headline: paired in time, pass by pass
     ident = table["identity"]                                       # counted apart, on one more frame than timed
     assert ident == {"frames": 3, "identical": {table["fastest_spec"]: 3}}
     calls, f = table["calls"]["w8a8"], table["formula"]["w8a8"][8]              # Figure 4's formula, our calls

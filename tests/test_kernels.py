@@ -9,9 +9,8 @@ from drafting import TREES
 from helpers.adapter.tiny import TinyTalkerSpec, build_tiny_talker, random_frame_inputs
 from helpers.method.decoding import Decoder
 from helpers.method.drafters import make_drafter, top_candidates
-from helpers.method.stack import FusedCore, FusedStep, ViewStep
-from helpers.method.kernels import (KERNELS, RUNTIMES, check_kernel, fits, in_features, int8_per_channel, make_linear,
-                                    unsupported)
+from helpers.method.stack import FusedCore, FusedStep, ViewStep, make_linear
+from helpers.method.kernels import KERNELS, RUNTIMES, check_kernel, fits, in_features, int8_per_channel, unsupported
 from helpers.method.parity import code_parity
 from helpers.method.predictor import CodePredictor
 from helpers.method.sampler import SamplerConfig, frame_uniforms

@@ -40,13 +40,13 @@ GUARD = str(HELPERS / "method" / "capture.py")         # the capture guard the c
 # 971 lines, 24 switches per round (decoding -> round -> views -> stack -> views -> round -> sampler -> round ->
 # sampler -> round -> tree -> round -> stack -> round -> drafters -> stack -> drafters -> stack -> drafters ->
 # stack -> drafters -> round -> tree -> round -> decoding). With one runner per mode, the round's packing and walk in
-# round.py, the sampler's draw one call, the drafter's norm one call over every depth and the CPU's view call in
-# stack.py: 9 files (compiler, decoding, drafters, kernels, predictor, round, sampler, stack, tree), 971 lines, of
-# which 364 are docstrings and 433 construction (per frame alone: 537), and 12 switches (decoding -> round -> stack
-# -> round -> sampler -> round -> stack -> round -> drafters -> stack -> drafters -> round -> decoding). The two
-# switches left past 10 are the one KV write (`commit_kv`) and the one RMSNorm (`rms_norm`), each kept in stack.py
-# on purpose; 700 lines would take half the docstrings.
-FILES, LINES, SWITCHES = 9, 975, 12
+# round.py, the sampler's draw one call, the drafter's norm one call over every depth, the CPU's view call and the
+# weights' layout per kernel (`make_linear`) in stack.py: 8 files (compiler, decoding, drafters, predictor, round,
+# sampler, stack, tree), 937 lines, of which 330 are docstrings and 399 construction (per frame alone: 538), and 12
+# switches (decoding -> round -> stack -> round -> sampler -> round -> stack -> round -> drafters -> stack ->
+# drafters -> round -> decoding). The two switches past 10 are the one KV write (`commit_kv`) and the one RMSNorm
+# (`rms_norm`), each kept in stack.py on purpose; 700 lines would take most of the docstrings.
+FILES, LINES, SWITCHES = 8, 940, 12
 SAMPLER = SamplerConfig()
 # what a GPU adds to the captured path, counted from its source: per frame the replay; once, the capture and the
 # compiler's booking of its time

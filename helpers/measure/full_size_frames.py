@@ -8,7 +8,8 @@ speculative loop per N, interleaved frame by frame on the same frames and unifor
     systems    {name: {deployment, n (0: AR), frame_ms (median of the passes' p50), passes_ms (each pass's p50),
                tokens_per_step, frames, identical, lossless}}: identical counts the timed frames equal to that
                deployment's own AR frames, lossless = all of them
-    fastest_ar, fastest_spec (lossless only), speedup   frame p50 of the fastest AR over the fastest speculative loop
+    fastest_ar, fastest_spec (lossless only), speedup   the fastest AR loop over the fastest speculative loop: the
+               median over the interleaved passes of their frame p50s' ratio in each pass (one pass: that ratio)
     spread     that ratio in each interleaved pass of the same frames, its median and range (`spread`)
     identity   speculative loops counted against their AR loops on more frames, untimed: {frames, identical:
                {system: frames equal}}, the fastest speculative loop always, every one with identity_all
@@ -87,11 +88,12 @@ def full_size_frames(talker: torch.nn.Module, drafter: Drafter, trees: dict[int,
     out = {"shape": shape,
            "scale": fs.scale, "frames": frames, "systems": rows, "fastest_ar": fastest_ar,
            "fastest_spec": fastest_spec,
-           "speedup": rows[fastest_ar]["frame_ms"] / rows[fastest_spec]["frame_ms"] if fastest_spec else None,
            "spread": spread(rows, fastest_ar, fastest_spec),
            "calls": {name: calls[name] for name in names},
            "loop": {name: rows[f"ar@{name}"]["frame_ms"] / (15 * calls[name]["ar_ms"]) for name in names},
            "model": model, "formula": formula_on_calls(rows, calls)}
+    out["speedup"] = (out["spread"]["median"] if out["spread"] and len(out["spread"]["passes"]) > 1 else
+                      rows[fastest_ar]["frame_ms"] / rows[fastest_spec]["frame_ms"] if fastest_spec else None)
     count = min(max(identity_frames, frames), g.shape[0])
     counted = [k for k, r in rows.items() if r["n"] and (identity_all or k == fastest_spec)]
     rest = slice(frames, count)                                  # frames the timed passes did not decode

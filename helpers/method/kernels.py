@@ -1,5 +1,5 @@
 """How the fused calls (`helpers.method.stack`) multiply by their projections and heads: the weights laid out
-once for one matrix kernel of the CPU.
+once for one matrix kernel of the CPU (`helpers.method.stack.make_linear` lays out each weight for its kernel).
 
 A kernel turns a weight W [N, K] (out, in; as `nn.Linear` holds it) into a callable x [..., K] -> [..., N]:
 
@@ -27,7 +27,8 @@ A kernel turns a weight W [N, K] (out, in; as `nn.Linear` holds it) into a calla
 - "ort-float32", "ort-w8a8" (`RUNTIMES`): not a layout of torch's but a runtime: the whole call exported from the
   dense float32 stack and run by ONNX Runtime (`helpers.method.runtime_step`), in float32 (the runtime's exactness
   reference) or with int8 weights per output column and activations per row, rows independent of their call
-  (`helpers.method.runtime_graph`). The stack behind them keeps the dense layout (`layout`). float32 model, CPU.
+  (`helpers.method.runtime_graph`). The stack behind them keeps the dense layout (`helpers.method.stack.layout`).
+float32 model, CPU.
 
 A kernel the CPU cannot run is refused with the reason (`unsupported`): oneDNN's bfloat16 reorder behind
 "prepacked" needs AVX-512 (BW, VL, DQ) or AVX-NE-CONVERT.
@@ -84,11 +85,6 @@ def unsupported(kernel: str) -> str | None:
     except RuntimeError as e:
         return f"oneDNN refuses its bfloat16 reorder on this CPU ({str(e).splitlines()[0]})"
     return None
-
-
-def layout(kernel: str) -> str:
-    """The torch layout of a stack for `kernel`: a runtime's calls are exported from the dense stack."""
-    return "dense" if kernel in RUNTIMES else kernel
 
 
 def fits(kernel: str, *widths: int) -> bool:
@@ -181,15 +177,6 @@ def amx_rows() -> bool:
     with the rows: where the CPU has AMX and torch's oneDNN int8 linear, and 8-bit activations."""
     return (torch.cpu._is_amx_tile_supported() and torch.cpu._is_vnni_supported()
             and hasattr(torch.ops.onednn, "qlinear_pointwise"))
-
-
-def make_linear(weight: torch.Tensor, kernel: str) -> Linear | torch.Tensor:
-    """W [N, K] laid out for `kernel`: for "dense" the tensor W^T [K, N] (contiguous; `apply` multiplies), else a
-    callable x [..., K] -> [..., N]."""
-    if kernel == "dense":
-        return weight.detach().t().contiguous()
-    check_kernel(kernel, weight.dtype, weight.device)
-    return {"prepacked": _Prepacked, "w8a16": _W8A16, "w8a8": _W8A8}[kernel](weight)
 
 
 def in_features(linear: Linear | torch.Tensor) -> int:

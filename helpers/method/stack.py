@@ -45,7 +45,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from helpers.method.kernels import Linear, layout, make_linear
+from helpers.method.kernels import RUNTIMES, Linear, _Prepacked, _W8A8, _W8A16, check_kernel
 from helpers.method.tree import SparseTree
 
 
@@ -97,10 +97,24 @@ def attention_mask(cache_length: torch.Tensor, query_mask: torch.Tensor, slots: 
 def apply(x: torch.Tensor, linear) -> torch.Tensor:
     """x [..., K] times one laid-out weight -> [..., N]: a dense W^T [K, N] as one 2-D product over the rows (which
     the CPU's GEMM runs faster than a batched product with a broadcast weight), else the kernel's callable
-    (`helpers.method.kernels.make_linear`)."""
+    (`make_linear`)."""
     if not isinstance(linear, torch.Tensor):
         return linear(x)
     return torch.mm(x.reshape(-1, x.shape[-1]), linear).view(*x.shape[:-1], linear.shape[-1])
+
+
+def layout(kernel: str) -> str:
+    """The torch layout of a stack for `kernel`: a runtime's calls are exported from the dense stack."""
+    return "dense" if kernel in RUNTIMES else kernel
+
+
+def make_linear(weight: torch.Tensor, kernel: str) -> Linear | torch.Tensor:
+    """W [N, K] laid out for `kernel` (`helpers.method.kernels`): for "dense" the tensor W^T [K, N] (contiguous;
+    `apply` multiplies), else the kernel's callable x [..., K] -> [..., N]."""
+    if kernel == "dense":
+        return weight.detach().t().contiguous()
+    check_kernel(kernel, weight.dtype, weight.device)
+    return {"prepacked": _Prepacked, "w8a16": _W8A16, "w8a8": _W8A8}[kernel](weight)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float, one_kernel: bool = False) -> torch.Tensor:

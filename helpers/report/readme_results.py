@@ -79,9 +79,9 @@ def results_rows(m: dict) -> list[dict]:
             peers = fs["peers"]
             best = fs["fastest_ar_any"]
             rows.append({"result": "the same, against the fastest AR loop of any engine, the peers a CPU user would "
-                                   f"run included (a peer's frame: 15 of its AR steps; {where})",
+                                   f"run included (a peer's frame: 15 of its AR calls; {where})",
                          "this run": f"{fs['speedup_any']:.2f}x measured ({fs['fastest_spec']} / {best}); cheapest "
-                                     f"AR step: ours {min(c['ar_ms'] for c in fs['calls'].values()):.2f} ms, "
+                                     f"AR call: ours {min(c['ar_ms'] for c in fs['calls'].values()):.2f} ms, "
                                      f"peers' {min(r['ar_step_ms'] for r in peers.values()):.2f} ms, read floor "
                                      f"{fs['floors']['int8']:.2f} ms", "paper (0.6B)": "-"})
     for device, lat in m.get("latency", {}).items():
@@ -115,7 +115,8 @@ def gpu_results_rows(gpu: dict) -> list[dict]:
     return [{"result": f"GPU, miniature, whole frames: fastest speculative / fastest AR loop ({where})",
              "this run": f"{s['speedup']:.2f}x ({s['fastest_spec']} / {s['fastest_ar']}) at {s['tokens_per_step']:.2f} "
                          "tokens/step", "paper (0.6B)": "-"},
-            {"result": f"GPU, 0.6B shape, N = 32: verify call / round, in AR steps (the call with its sampling and KV commit); projected speedup with the paper's "
+            {"result": f"GPU, 0.6B shape, N = 32: verify call / round, in AR steps (the call with its sampling and KV "
+                       f"commit); projected speedup with the paper's "
                        f"tokens/step {PAPER['figure4_latency']['acceptance_ceiling'][32]:.2f} (inferred) ({where})",
              "this run": f"{s['real_verify_over_ar']:.2f} / {s['real_round_over_ar']:.2f}; {s['real_projected']:.2f}x "
                          f"({s['real_mode']}), {s['real_projected_vs_fastest']:.2f}x over the fastest AR step "
