@@ -128,6 +128,9 @@ def test_the_papers_formula_is_never_called_measured():
     assert kind_problems(good) == [] and "2.13x by Figure 4's formula (MacBook M3 Pro, N = 32)" in good
     assert kind_problems("12.13x measured; 2.130 tokens") == []              # not the paper's numbers
     assert kind_problems("| this CPU, projected | 16 (1.82x) | measured overhead x paper tokens/step |") == []
+    ours = ("Measured on X. The paper's MacBook M3 Pro: 0.86. Tokens/step of 1.67 buy at most 1.21x.")  # ours, not
+    assert kind_problems(ours) == []                                       # the iPhone 12's 1.21x at N = 64
+    assert len(kind_problems("Measured on X; the iPhone 12 at N = 64: 1.21x.")) == 1
     root = Path(__file__).resolve().parent.parent
     reference = root / "outputs" / "mini-reference"
     assert kind_problems(results_block(reference)) == []
